@@ -1,0 +1,64 @@
+// Micro-benchmarks of our CPU kernels on SmolLM2-135M's shapes (Google Benchmark).
+//   build/bench/micro/bench_kernels --benchmark_filter=QMatmul
+// Reports weight bytes/s (GB/s) so the number compares directly with memory bandwidth.
+#include <benchmark/benchmark.h>
+#include <mlx/mlx.h>
+
+#include "kernels/kernel_context.h"
+#include "kernels/qmatmul.h"
+
+namespace mx = mlx::core;
+using namespace mlxcpp::kernels;
+
+namespace {
+
+struct Fixture {
+  mx::array x, w, scales, biases;
+  int m, n, k, bits, group;
+  Fixture(int m_, int n_, int k_, int bits_, int group_)
+      : x(mx::random::normal({m_, k_})), w(0), scales(0), biases(0), m(m_), n(n_), k(k_), bits(bits_), group(group_) {
+    auto q = mx::quantize(mx::random::normal({n, k}, mx::float32, 0.f, 0.05f), group, bits);
+    w = q[0];
+    scales = q[1];
+    biases = q[2];
+    mx::eval({x, w, scales, biases});
+  }
+  QMatrixView view() const {
+    return {w.data<uint32_t>(), scales.data<float>(), biases.data<float>(), n, k, bits, group};
+  }
+};
+
+void BM_QMatmul(benchmark::State& state) {
+  const int m = state.range(0), n = state.range(1), k = state.range(2), bits = state.range(3);
+  const auto isa = static_cast<Isa>(state.range(4));
+  const int threads = state.range(5);
+  if (!isa_supported(isa)) {
+    state.SkipWithError("ISA not supported here");
+    return;
+  }
+  Fixture f(m, n, k, bits, 64);
+  KernelContext ctx(KernelOptions{isa, threads});
+  std::vector<float> out(static_cast<size_t>(m) * n);
+  for (auto _ : state) {
+    qmatmul(ctx, f.x.data<float>(), m, f.view(), out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double bytes = f.w.nbytes() + f.scales.nbytes() + f.biases.nbytes();
+  state.counters["weight_GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(isa_name(isa));
+}
+
+// {m, n, k, bits, isa, threads}: decode GEMV (gate/up, down, lm_head) and a prefill GEMM.
+BENCHMARK(BM_QMatmul)
+    ->ArgsProduct({{1}, {1536}, {576}, {4, 8}, {1, 2}, {1, 2}})
+    ->Args({1, 576, 1536, 4, 2, 1})
+    ->Args({1, 49152, 576, 4, 2, 1})
+    ->Args({1, 49152, 576, 4, 2, 2})
+    ->Args({128, 1536, 576, 4, 2, 1})
+    ->Args({128, 1536, 576, 4, 2, 2})
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

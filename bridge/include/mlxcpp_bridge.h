@@ -1,0 +1,76 @@
+/* mlxcpp_bridge: HF `tokenizers` and `minijinja` behind a plain C API (sources: bridge/src/).
+ *
+ * Conventions: a fallible call returns MLXCPP_OK (0) or an error code and fills *err with a
+ * message (UTF-8, not NUL-terminated) that the caller frees with mlxcpp_buf_free. Buffers and id
+ * arrays returned by the bridge are owned by the caller afterwards. Text arguments are (ptr, len)
+ * UTF-8; invalid UTF-8 is an error, never a crash. No call panics across the boundary. */
+#ifndef MLXCPP_BRIDGE_H
+#define MLXCPP_BRIDGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MLXCPP_OK 0
+#define MLXCPP_ERROR 1
+#define MLXCPP_RAISED 2 /* the template called raise_exception(msg); *err holds msg */
+
+typedef struct MlxcppBuf {
+  uint8_t* data; /* NULL when empty */
+  size_t len;
+} MlxcppBuf;
+
+typedef struct MlxcppIds {
+  uint32_t* data;
+  size_t len;
+} MlxcppIds;
+
+void mlxcpp_buf_free(MlxcppBuf buf);
+void mlxcpp_ids_free(MlxcppIds ids);
+
+/* --- tokenizers ----------------------------------------------------------------------------- */
+typedef struct MlxcppTokenizer MlxcppTokenizer;
+
+/* Builds a tokenizer from the text of a tokenizer.json. */
+int mlxcpp_tokenizer_new(const uint8_t* json, size_t len, MlxcppTokenizer** out, MlxcppBuf* err);
+void mlxcpp_tokenizer_free(MlxcppTokenizer* t);
+int mlxcpp_tokenizer_encode(const MlxcppTokenizer* t, const uint8_t* text, size_t len,
+                            int add_special_tokens, MlxcppIds* out, MlxcppBuf* err);
+int mlxcpp_tokenizer_decode(const MlxcppTokenizer* t, const uint32_t* ids, size_t n,
+                            int skip_special_tokens, MlxcppBuf* out, MlxcppBuf* err);
+/* 1 (found, *out set), 0 (unknown), -1 (bad argument). */
+int mlxcpp_tokenizer_token_to_id(const MlxcppTokenizer* t, const uint8_t* token, size_t len,
+                                 uint32_t* out);
+int mlxcpp_tokenizer_id_to_token(const MlxcppTokenizer* t, uint32_t id, MlxcppBuf* out);
+size_t mlxcpp_tokenizer_vocab_size(const MlxcppTokenizer* t, int with_added);
+/* The loaded pipeline serialized back to tokenizer.json text. */
+int mlxcpp_tokenizer_to_json(const MlxcppTokenizer* t, MlxcppBuf* out, MlxcppBuf* err);
+
+/* Streaming detokenizer (tokenizers' DecodeStream). The stream does not own the tokenizer: pass
+ * the same live tokenizer to every step. *piece gets the newly completed text, or data == NULL
+ * when the ids so far end inside a character. */
+typedef struct MlxcppDecodeStream MlxcppDecodeStream;
+MlxcppDecodeStream* mlxcpp_decode_stream_new(int skip_special_tokens);
+void mlxcpp_decode_stream_free(MlxcppDecodeStream* s);
+int mlxcpp_decode_stream_step(MlxcppDecodeStream* s, const MlxcppTokenizer* t, uint32_t id,
+                              MlxcppBuf* piece, MlxcppBuf* err);
+
+/* --- chat templates (minijinja, configured like transformers' jinja2 environment) ------------ */
+typedef struct MlxcppTemplate MlxcppTemplate;
+
+/* Compiles a template; a syntax error is MLXCPP_ERROR with the line in the message. */
+int mlxcpp_template_new(const uint8_t* source, size_t len, MlxcppTemplate** out, MlxcppBuf* err);
+void mlxcpp_template_free(MlxcppTemplate* t);
+/* Renders with the members of a JSON object as variables (key order kept). now/now_len: an
+ * optional "YYYY-MM-DD HH:MM:SS" that strftime_now uses instead of the clock. */
+int mlxcpp_template_render(const MlxcppTemplate* t, const uint8_t* context_json, size_t len,
+                           const uint8_t* now, size_t now_len, MlxcppBuf* out, MlxcppBuf* err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MLXCPP_BRIDGE_H */

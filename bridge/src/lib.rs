@@ -1,0 +1,14 @@
+//! mlxcpp's one Rust crate: HF `tokenizers` and `minijinja` behind the C API in
+//! `include/mlxcpp_bridge.h`. Thin wrappers only; the jinja2 compatibility fixes live in
+//! `template.rs`/`pyfmt.rs`. Nothing panics across the boundary: every entry point runs inside
+//! `guard`, which turns errors and panics into a status code plus a message buffer.
+
+mod ffi;
+mod pyfmt;
+mod strftime;
+mod template;
+mod tokenizer;
+
+pub use ffi::*;
+pub use template::*;
+pub use tokenizer::*;

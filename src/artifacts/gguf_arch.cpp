@@ -1,0 +1,222 @@
+// GGUF -> HF for the llama and gemma3 families. Sources: llama.cpp convert_hf_to_gguf.py
+// (LlamaModel.permute for Q/K; Gemma3Model adds 1 to every "norm.weight"), gguf-py
+// tensor_mapping.py (names), mlx-lm models/llama.py and models/gemma3_text.py (config fields).
+#include "artifacts/gguf_arch.h"
+
+#include <charconv>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+
+namespace mlxcpp {
+
+using nlohmann::json;
+
+namespace {
+
+// "<arch>.<key>" accessors.
+struct Keys {
+  const GgufFile& g;
+  std::string arch;
+  std::string k(const std::string& key) const { return arch + "." + key; }
+  int64_t req(const std::string& key) const { return g.req_int(k(key)); }
+  int64_t get(const std::string& key, int64_t dflt) const { return g.opt_int(k(key)).value_or(dflt); }
+  double num(const std::string& key, double dflt) const { return g.opt_number(k(key)).value_or(dflt); }
+};
+
+int64_t vocab_size(const GgufFile& g, const Keys& k) {
+  if (auto v = g.opt_int(k.k("vocab_size"))) return *v;
+  if (const auto* t = g.find_tensor("token_embd.weight"); t && t->ne.size() == 2) return t->ne[1];
+  return static_cast<int64_t>(g.req_strings("tokenizer.ggml.tokens").size());
+}
+
+// Sizes shared by both families.
+json common_config(const GgufFile& g, const Keys& k) {
+  json c;
+  const int64_t hidden = k.req("embedding_length");
+  const int64_t heads = k.req("attention.head_count");
+  if (heads <= 0 || hidden % heads != 0) {
+    g.fail_key(k.k("attention.head_count"), fmt::format("{} does not divide embedding_length {}", heads, hidden));
+  }
+  c["hidden_size"] = hidden;
+  c["intermediate_size"] = k.req("feed_forward_length");
+  c["num_hidden_layers"] = k.req("block_count");
+  c["num_attention_heads"] = heads;
+  c["num_key_value_heads"] = k.get("attention.head_count_kv", heads);
+  c["head_dim"] = k.get("attention.key_length", hidden / heads);
+  c["rms_norm_eps"] = k.num("attention.layer_norm_rms_epsilon", 1e-6);
+  c["max_position_embeddings"] = k.get("context_length", 2048);
+  c["vocab_size"] = vocab_size(g, k);
+  c["tie_word_embeddings"] = g.find_tensor("output.weight") == nullptr;
+  if (auto bos = g.opt_int("tokenizer.ggml.bos_token_id")) c["bos_token_id"] = *bos;
+  json eos = json::array();
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
+    auto id = g.opt_int(key);
+    if (id && std::find(eos.begin(), eos.end(), json(*id)) == eos.end()) eos.push_back(*id);
+  }
+  // Like llama.cpp's vocab loader: control tokens that end a turn also stop generation (a Gemma
+  // GGUF may name only <eos> while the chat turns end with <end_of_turn>).
+  if (g.has("tokenizer.ggml.tokens")) {
+    const auto& tokens = g.req_strings("tokenizer.ggml.tokens");
+    std::vector<int64_t> types;
+    if (g.has("tokenizer.ggml.token_type")) types = g.req_ints("tokenizer.ggml.token_type");
+    static const std::set<std::string> kEot = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<EOT>",
+                                               "<|end_of_text|>"};
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      bool control = i < types.size() && types[i] == 3;
+      if (control && kEot.count(tokens[i]) && std::find(eos.begin(), eos.end(), json(i)) == eos.end()) {
+        eos.push_back(i);
+      }
+    }
+  }
+  if (eos.size() == 1) c["eos_token_id"] = eos[0];
+  if (eos.size() > 1) c["eos_token_id"] = eos;
+  return c;
+}
+
+// rope.scaling.{type,factor,original_context_length} -> HF rope_scaling (linear and yarn only).
+std::optional<json> rope_scaling(const GgufFile& g, const Keys& k) {
+  auto type = g.opt_string(k.k("rope.scaling.type"));
+  if (!type || *type == "none") return std::nullopt;
+  double factor = k.num("rope.scaling.factor", 1.0);
+  if (*type == "linear") return json{{"type", "linear"}, {"rope_type", "linear"}, {"factor", factor}};
+  if (*type == "yarn") {
+    return json{{"type", "yarn"}, {"rope_type", "yarn"}, {"factor", factor},
+                {"original_max_position_embeddings", k.get("rope.scaling.original_context_length", 0)}};
+  }
+  g.fail_key(k.k("rope.scaling.type"), fmt::format("'{}' is not supported (known: none, linear, yarn)", *type));
+}
+
+// "blk.N.<part>.<weight|bias>" and top-level names -> HF names via a per-family block table.
+std::optional<std::string> map_name(const GgufFile& g, const std::string& name,
+                                    const std::map<std::string, std::string>& block) {
+  static const std::map<std::string, std::string> kTop = {
+      {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
+  auto unknown = [&]() -> std::optional<std::string> {
+    throw WeightError(fmt::format("{}: tensor '{}': no HF name for it in this architecture", g.path().string(), name));
+  };
+  auto dot = name.rfind('.');
+  if (dot == std::string::npos) return unknown();
+  std::string stem = name.substr(0, dot), suffix = name.substr(dot);
+  if (suffix != ".weight" && suffix != ".bias") return unknown();
+  if (stem == "rope_freqs") return std::nullopt;
+  if (auto it = kTop.find(stem); it != kTop.end()) return it->second + suffix;
+  if (stem.rfind("blk.", 0) != 0) return unknown();
+  auto dot2 = stem.find('.', 4);
+  if (dot2 == std::string::npos) return unknown();
+  int layer = -1;
+  auto [p, ec] = std::from_chars(stem.data() + 4, stem.data() + dot2, layer);
+  if (ec != std::errc() || p != stem.data() + dot2) return unknown();
+  auto it = block.find(stem.substr(dot2 + 1));
+  if (it == block.end()) return unknown();
+  if (it->second.empty()) return std::nullopt;
+  return fmt::format("model.layers.{}.{}{}", layer, it->second, suffix);
+}
+
+const std::map<std::string, std::string>& attention_and_mlp() {
+  static const std::map<std::string, std::string> kNames = {
+      {"attn_norm", "input_layernorm"},  {"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
+      {"attn_v", "self_attn.v_proj"},    {"attn_output", "self_attn.o_proj"}, {"ffn_gate", "mlp.gate_proj"},
+      {"ffn_up", "mlp.up_proj"},         {"ffn_down", "mlp.down_proj"},   {"attn_rot_embd", ""}};
+  return kNames;
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+class LlamaArch : public GgufArch {
+ public:
+  json config(const GgufFile& g) const override {
+    Keys k{g, "llama"};
+    if (g.find_tensor("rope_freqs.weight")) {
+      throw WeightError(fmt::format("{}: tensor 'rope_freqs.weight': llama3-style rope scaling is not supported yet",
+                                    g.path().string()));
+    }
+    json c = common_config(g, k);
+    c["architectures"] = {"LlamaForCausalLM"};
+    c["model_type"] = "llama";
+    c["hidden_act"] = "silu";
+    c["attention_bias"] = false;
+    c["mlp_bias"] = false;
+    c["rope_theta"] = k.num("rope.freq_base", 10000.0);
+    if (auto rs = rope_scaling(g, k)) c["rope_scaling"] = *rs;
+    return c;
+  }
+  std::optional<std::string> hf_name(const GgufFile& g, const std::string& name) const override {
+    static const auto kBlock = [] {
+      auto m = attention_and_mlp();
+      m["ffn_norm"] = "post_attention_layernorm";
+      return m;
+    }();
+    return map_name(g, name, kBlock);
+  }
+  GgufTensorFix fix(const GgufFile& g, const std::string& hf) const override {
+    Keys k{g, "llama"};
+    // llama.cpp permutes Q/K rows from HF's rotate-half layout to interleaved pairs.
+    if (ends_with(hf, "self_attn.q_proj.weight")) return {static_cast<int>(k.req("attention.head_count")), 0.0f};
+    if (ends_with(hf, "self_attn.k_proj.weight")) {
+      return {static_cast<int>(k.get("attention.head_count_kv", k.req("attention.head_count"))), 0.0f};
+    }
+    return {};
+  }
+};
+
+class Gemma3Arch : public GgufArch {
+ public:
+  json config(const GgufFile& g) const override {
+    Keys k{g, "gemma3"};
+    json c = common_config(g, k);
+    c["architectures"] = {"Gemma3ForCausalLM"};
+    c["model_type"] = "gemma3_text";
+    c["hidden_activation"] = "gelu_pytorch_tanh";
+    c["rope_theta"] = k.num("rope.freq_base", 1000000.0);
+    // llama.cpp hard-codes both for gemma3 (llama-model.cpp): local rope base 10k, every 6th
+    // layer global.
+    c["rope_local_base_freq"] = 10000.0;
+    c["sliding_window_pattern"] = 6;
+    c["sliding_window"] = k.get("attention.sliding_window", 512);
+    // llama.cpp: attention scale 1/sqrt(head_dim), except the 62-layer 27B (hidden/heads).
+    const int64_t layers = c["num_hidden_layers"];
+    c["query_pre_attn_scalar"] = layers == 62 ? c["hidden_size"].get<int64_t>() / c["num_attention_heads"].get<int64_t>()
+                                               : c["head_dim"].get<int64_t>();
+    c["rope_scaling"] = rope_scaling(g, k).value_or(json(nullptr));
+    return c;
+  }
+  std::optional<std::string> hf_name(const GgufFile& g, const std::string& name) const override {
+    static const auto kBlock = [] {
+      auto m = attention_and_mlp();
+      m["attn_q_norm"] = "self_attn.q_norm";
+      m["attn_k_norm"] = "self_attn.k_norm";
+      m["post_attention_norm"] = "post_attention_layernorm";
+      m["ffn_norm"] = "pre_feedforward_layernorm";
+      m["post_ffw_norm"] = "post_feedforward_layernorm";
+      return m;
+    }();
+    return map_name(g, name, kBlock);
+  }
+  GgufTensorFix fix(const GgufFile&, const std::string& hf) const override {
+    // Gemma's RMSNorm computes x * (1 + w); convert_hf_to_gguf stores w + 1.
+    if (ends_with(hf, "norm.weight")) return {0, 1.0f};
+    return {};
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> supported_gguf_architectures() { return {"gemma3", "llama"}; }
+
+const GgufArch& gguf_arch_for(const GgufFile& g) {
+  static const LlamaArch kLlama;
+  static const Gemma3Arch kGemma3;
+  const std::string arch = g.req_string("general.architecture");
+  if (arch == "llama") return kLlama;
+  if (arch == "gemma3") return kGemma3;
+  g.fail_key("general.architecture", fmt::format("unsupported architecture '{}' (supported: {})", arch,
+                                                 fmt::join(supported_gguf_architectures(), ", ")));
+}
+
+}  // namespace mlxcpp

@@ -1,0 +1,82 @@
+#include "cli/common_options.h"
+
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "kernels/cpu_features.h"
+
+namespace mlxcpp::cli {
+
+void add_model_options(CLI::App* sub, ModelArgs& a) {
+  sub->add_option("--model", a.model, "MLX snapshot folder (config.json + safetensors)")->required();
+  sub->add_flag("--parity", a.parity, "Stock MLX kernels with float32 activations (bit-identical to mlx-lm)");
+  sub->add_option("--isa", a.isa, "CPU kernels' vector ISA: auto, avx512, avx2, scalar")->capture_default_str();
+  sub->add_option("--threads", a.threads, "CPU kernel threads (0 = physical cores)")->capture_default_str();
+}
+
+void add_sampling_options(CLI::App* sub, SamplingArgs& a) {
+  sub->add_option("--max-tokens,-m", a.max_tokens, "Maximum tokens to generate")->capture_default_str();
+  sub->add_option("--temp", a.temp, "Sampling temperature (0 = greedy)")->capture_default_str();
+  sub->add_option("--top-p", a.top_p, "Nucleus sampling threshold (0 = off)")->capture_default_str();
+  sub->add_option("--top-k", a.top_k, "Keep only the k most likely tokens (0 = off)")->capture_default_str();
+  sub->add_option("--min-p", a.min_p, "Minimum probability relative to the top token (0 = off)")->capture_default_str();
+  sub->add_option("--min-tokens-to-keep", a.min_tokens_to_keep, "Minimum tokens min-p keeps")->capture_default_str();
+  sub->add_option("--xtc-probability", a.xtc_probability, "Probability of XTC sampling per token (0 = off)")
+      ->capture_default_str();
+  sub->add_option("--xtc-threshold", a.xtc_threshold, "Probability threshold of XTC's candidates")->capture_default_str();
+  sub->add_option("--seed", a.seed, "PRNG seed (mx.random.seed)");
+  sub->add_option("--repetition-penalty", a.repetition_penalty, "Penalty for repeated tokens");
+  sub->add_option("--repetition-context-size", a.repetition_context_size, "Tokens the repetition penalty looks back")
+      ->capture_default_str();
+  sub->add_option("--prefill-step-size", a.prefill_step_size, "Prompt tokens per prefill chunk")->capture_default_str();
+  sub->add_option("--max-kv-size", a.max_kv_size, "Bound the KV cache (rotating, keeps 4 tokens)");
+  sub->add_flag("--ignore-eos", a.ignore_eos, "Do not stop at the end-of-sequence ids");
+}
+
+void add_text_options(CLI::App* sub, TextArgs& a) {
+  sub->add_option("--stop", a.stops, "Stop before this text (repeatable; not printed)");
+  sub->add_option("--chat-template-kwargs,--chat-template-config", a.template_kwargs,
+                  "JSON object of extra chat-template variables, e.g. '{\"enable_thinking\": false}'");
+}
+
+LoadedModel load_model(const ModelArgs& a) {
+  ModelOptions mopts;
+  mopts.parity = a.parity;
+  mopts.kernels.isa = kernels::parse_isa(a.isa);
+  mopts.kernels.threads = a.threads;
+  return mlxcpp::load_model(a.model, mopts);
+}
+
+GenerationRequest make_request(const SamplingArgs& a) {
+  GenerationRequest req;
+  req.sampling.temp = a.temp;
+  req.sampling.top_p = a.top_p;
+  req.sampling.min_p = a.min_p;
+  req.sampling.top_k = a.top_k;
+  req.sampling.min_tokens_to_keep = a.min_tokens_to_keep;
+  req.sampling.xtc_probability = a.xtc_probability;
+  req.sampling.xtc_threshold = a.xtc_threshold;
+  req.processors.repetition_penalty = a.repetition_penalty;
+  req.processors.repetition_context_size = a.repetition_context_size;
+  req.options.max_tokens = a.max_tokens;
+  req.options.prefill_step_size = a.prefill_step_size;
+  req.options.max_kv_size = a.max_kv_size;
+  req.seed = a.seed;
+  return req;
+}
+
+void print_stats(const GenerationStats& stats) {
+  std::cerr << fmt::format(
+      "prompt: {} tokens, {:.3f} tokens-per-sec | generation: {} tokens, {:.3f} tokens-per-sec | "
+      "peak memory: {:.3f} GB | finish: {}\n",
+      stats.prompt_tokens, stats.prompt_tps, stats.generation_tokens, stats.generation_tps, stats.peak_memory_gb,
+      stats.finish_reason);
+}
+
+void end_answer(const GenerationStats& stats) {
+  std::cout << std::endl;
+  print_stats(stats);
+}
+
+}  // namespace mlxcpp::cli

@@ -1,0 +1,45 @@
+// One exception hierarchy for the engine. Messages name the file, the field and the value;
+// one boundary (cli/, later server/) maps them to exit codes or HTTP bodies.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace mlxcpp {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// config.json / generation_config.json / CLI option values.
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Weight files: safetensors headers, missing/extra/mis-shaped tensors.
+class WeightError : public Error {
+ public:
+  using Error::Error;
+};
+
+// tokenizer.json / tokenizer_config.json and the tokenizer bridge (encode/decode failures).
+class TokenizerError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Chat templates: syntax errors, render errors, raise_exception() from the template.
+class TemplateError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A request the engine cannot serve as asked (bad ids, bad sampler values).
+class RequestError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace mlxcpp

@@ -1,0 +1,98 @@
+#include "generate/generator.h"
+
+#include <mlx/memory.h>
+#include <mlx/ops.h>
+#include <mlx/transforms.h>
+
+#include "cache/rotating_kv_cache.h"
+#include "core/errors.h"
+
+namespace mx = mlx::core;
+
+namespace mlxcpp {
+
+Generator::Generator(const Model& model, std::vector<int> prompt, Sampler sampler,
+                     std::vector<LogitsProcessor> processors, GenerateOptions opts, LayerCaches caches)
+    : model_(model),
+      prompt_(std::move(prompt)),
+      sampler_(std::move(sampler)),
+      processors_(std::move(processors)),
+      opts_(opts),
+      caches_(std::move(caches)) {
+  if (prompt_.empty()) throw RequestError("[generate] the prompt is empty");
+  for (int id : prompt_) {
+    if (id < 0 || id >= model_.vocab_size()) {
+      throw RequestError("[generate] token id " + std::to_string(id) + " is outside the vocabulary (size " +
+                         std::to_string(model_.vocab_size()) + ")");
+    }
+  }
+  if (opts_.prefill_step_size <= 0) throw RequestError("[generate] prefill_step_size must be positive");
+  if (caches_.empty()) {
+    if (opts_.max_kv_size) {
+      // make_prompt_cache(max_kv_size) for models without their own make_cache.
+      for (int i = 0; i < model_.num_layers(); ++i) {
+        caches_.push_back(std::make_unique<RotatingKVCache>(*opts_.max_kv_size, 4));
+      }
+    } else {
+      caches_ = model_.make_cache();
+    }
+  }
+}
+
+std::pair<mx::array, mx::array> Generator::step(const mx::array& input) {
+  auto logits = model_(mx::expand_dims(input, 0), &caches_);
+  // logits[:, -1, :]
+  const int L = logits.shape(1);
+  logits = mx::squeeze(mx::slice(logits, {0, L - 1, 0}, {logits.shape(0), L, logits.shape(2)}), 1);
+  if (!processors_.empty() && input.size() > 0) {
+    tokens_ = tokens_ ? mx::concatenate({*tokens_, input}) : input;
+    for (const auto& p : processors_) logits = p(*tokens_, logits);
+  }
+  auto logprobs = mx::subtract(logits, mx::logsumexp(logits, /*keepdims=*/true));
+  auto sampled = sampler_(logprobs);
+  return {sampled, mx::squeeze(logprobs, 0)};
+}
+
+void Generator::prefill() {
+  mx::array prompt(prompt_.data(), {static_cast<int>(prompt_.size())}, mx::int32);
+  int total = static_cast<int>(prompt_.size());
+  int done = 0;
+  while (total - done > 1) {
+    const int n = std::min(opts_.prefill_step_size, total - done - 1);
+    auto chunk = mx::slice(prompt, {0}, {n});
+    model_(mx::expand_dims(chunk, 0), &caches_);
+    std::vector<mx::array> state;
+    for (const auto& c : caches_) {
+      for (auto& a : c->state_to_eval()) state.push_back(a);
+    }
+    mx::eval(state);
+    if (!processors_.empty()) tokens_ = tokens_ ? mx::concatenate({*tokens_, chunk}) : chunk;
+    done += n;
+    prompt = mx::slice(prompt, {n}, {prompt.shape(0)});
+    mx::clear_cache();
+  }
+  auto [y, lp] = step(prompt);
+  mx::async_eval({y, lp});
+  y_ = y;
+  logprobs_ = lp;
+}
+
+std::optional<GeneratedToken> Generator::next() {
+  if (!started_) {
+    started_ = true;
+    prefill();
+  }
+  if (opts_.max_tokens >= 0 && n_ >= opts_.max_tokens) return std::nullopt;
+  // Build and start step n+1 before reading token n (mlx-lm's pipelining).
+  auto [next_y, next_lp] = step(*y_);
+  mx::async_eval({next_y, next_lp});
+  if (n_ == 0) mx::eval({*y_});
+  GeneratedToken out{mx::astype(mx::reshape(*y_, {-1}), mx::int32).item<int>(), *logprobs_};
+  if (n_ % 256 == 0) mx::clear_cache();
+  ++n_;
+  y_ = next_y;
+  logprobs_ = next_lp;
+  return out;
+}
+
+}  // namespace mlxcpp

@@ -1,0 +1,59 @@
+// One sequence's token generator: mlx-lm's generate_step. Chunked prefill (all but the last
+// prompt token, prefill_step_size at a time), then a pipelined decode loop in which step n+1
+// is built and async_eval'ed before token n is read.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include <mlx/array.h>
+
+#include "cache/kv_cache.h"
+#include "generate/logits_processors.h"
+#include "generate/sampler.h"
+#include "models/model.h"
+
+namespace mlxcpp {
+
+struct GenerateOptions {
+  int max_tokens = 256;          // -1: no limit
+  int prefill_step_size = 2048;
+  std::optional<int> max_kv_size;  // use RotatingKVCache(max_kv_size, keep=4) when set
+};
+
+struct GeneratedToken {
+  int id = 0;
+  mlx::core::array logprobs;  // [vocab], float32
+};
+
+class Generator {
+ public:
+  // `caches` may be empty: the model's own make_cache() is used.
+  Generator(const Model& model, std::vector<int> prompt, Sampler sampler,
+            std::vector<LogitsProcessor> processors, GenerateOptions opts, LayerCaches caches = {});
+
+  // The next token, or nullopt after max_tokens. The first call runs the prefill.
+  std::optional<GeneratedToken> next();
+
+  LayerCaches& caches() { return caches_; }
+  int prompt_tokens() const { return static_cast<int>(prompt_.size()); }
+
+ private:
+  std::pair<mlx::core::array, mlx::core::array> step(const mlx::core::array& input);
+  void prefill();
+
+  const Model& model_;
+  std::vector<int> prompt_;
+  Sampler sampler_;
+  std::vector<LogitsProcessor> processors_;
+  GenerateOptions opts_;
+  LayerCaches caches_;
+  std::optional<mlx::core::array> tokens_;  // history for the logits processors
+  std::optional<mlx::core::array> y_, logprobs_;
+  int n_ = 0;
+  bool started_ = false;
+};
+
+}  // namespace mlxcpp

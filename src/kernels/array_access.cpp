@@ -1,0 +1,73 @@
+#include "kernels/array_access.h"
+
+#include <mlx/types/bf16.h>
+#include <mlx/types/half_types.h>
+
+#include "core/errors.h"
+
+namespace mx = mlx::core;
+
+namespace mlxcpp::kernels {
+
+bool is_contiguous_f32(const mx::array& a) { return a.dtype() == mx::float32 && a.flags().row_contiguous; }
+
+namespace {
+
+template <class T>
+void gather(const mx::array& a, float* out) {
+  const T* src = a.data<T>();
+  const int nd = a.ndim();
+  if (nd == 0) {
+    out[0] = static_cast<float>(src[0]);
+    return;
+  }
+  const auto& shape = a.shape();
+  const auto& strides = a.strides();
+  std::vector<int> idx(nd, 0);
+  const size_t n = a.size();
+  const int last = shape[nd - 1];
+  const int64_t last_stride = strides[nd - 1];
+  int64_t base = 0;
+  for (size_t done = 0; done < n; done += last) {
+    for (int j = 0; j < last; ++j) *out++ = static_cast<float>(src[base + j * last_stride]);
+    // Advance the outer index (odometer) and its offset.
+    for (int d = nd - 2; d >= 0; --d) {
+      base += strides[d];
+      if (++idx[d] < shape[d]) break;
+      base -= strides[d] * shape[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+const float* contiguous_f32(const mx::array& a, std::vector<float>& scratch) {
+  if (is_contiguous_f32(a)) return a.data<float>();
+  scratch.resize(a.size());
+  switch (a.dtype()) {
+    case mx::float32: gather<float>(a, scratch.data()); break;
+    case mx::float16: gather<mx::float16_t>(a, scratch.data()); break;
+    case mx::bfloat16: gather<mx::bfloat16_t>(a, scratch.data()); break;
+    default: throw Error("[kernels] expected a floating array");
+  }
+  return scratch.data();
+}
+
+std::optional<ScaleType> scale_type(mx::Dtype d) {
+  if (d == mx::float32) return ScaleType::kF32;
+  if (d == mx::float16) return ScaleType::kF16;
+  if (d == mx::bfloat16) return ScaleType::kBF16;
+  return std::nullopt;
+}
+
+ScalePair scale_pair(const mx::array& s, const mx::array& b, std::vector<float>& s_scratch,
+                     std::vector<float>& b_scratch) {
+  const auto st = scale_type(s.dtype());
+  if (st && s.dtype() == b.dtype() && s.flags().row_contiguous && b.flags().row_contiguous) {
+    return {s.data<void>(), b.data<void>(), *st};
+  }
+  return {contiguous_f32(s, s_scratch), contiguous_f32(b, b_scratch), ScaleType::kF32};
+}
+
+}  // namespace mlxcpp::kernels

@@ -1,0 +1,33 @@
+// Reading MLX arrays inside our primitives: any float dtype, any strides, as contiguous float32.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include <mlx/array.h>
+
+#include "kernels/qmatmul.h"
+
+namespace mlxcpp::kernels {
+
+// The array's elements in row-major order as float32: the array's own buffer when it already
+// is contiguous float32, otherwise converted/gathered into `scratch`.
+const float* contiguous_f32(const mlx::core::array& a, std::vector<float>& scratch);
+
+// The scale storage type our qmatmul kernels read in place for this dtype (nullopt: none).
+std::optional<ScaleType> scale_type(mlx::core::Dtype d);
+
+// Scales + biases as a kernel reads them: in place when both are row-contiguous of one
+// supported type, otherwise as float32 copies in the scratch vectors.
+struct ScalePair {
+  const void* scales;
+  const void* biases;
+  ScaleType type;
+};
+ScalePair scale_pair(const mlx::core::array& s, const mlx::core::array& b, std::vector<float>& s_scratch,
+                     std::vector<float>& b_scratch);
+
+// Whether `a` is float32 and row-contiguous (usable in place).
+bool is_contiguous_f32(const mlx::core::array& a);
+
+}  // namespace mlxcpp::kernels

@@ -1,0 +1,101 @@
+#include "kernels/block_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace mlxcpp::kernels {
+
+void rms_norm_rows(const VecOps& v, const float* x, const float* w, float eps, int rows, int d, float* out) {
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + static_cast<long>(r) * d;
+    float* o = out + static_cast<long>(r) * d;
+    const float inv = 1.0f / std::sqrt(v.sum_squares(xr, d) / static_cast<float>(d) + eps);
+    for (int i = 0; i < d; ++i) o[i] = xr[i] * inv * w[i];
+  }
+}
+
+void silu_mul(const float* g, const float* u, float* y, long n) {
+  for (long i = 0; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void rope_rows(const RopeSpec& rope, float* x, int rows, int heads, int head_dim, int pos0) {
+  const int half = rope.dims / 2;
+  std::vector<float> cs(half), sn(half);
+  for (int r = 0; r < rows; ++r) {
+    const float pos = static_cast<float>(pos0 + r) * rope.scale;
+    for (int i = 0; i < half; ++i) {
+      const float a = pos * rope.inv_freq[i];
+      cs[i] = std::cos(a);
+      sn[i] = std::sin(a);
+    }
+    for (int h = 0; h < heads; ++h) {
+      float* p = x + (static_cast<long>(r) * heads + h) * head_dim;
+      if (rope.mscale != 1.f)
+        for (int i = 0; i < rope.dims; ++i) p[i] *= rope.mscale;
+      for (int i = 0; i < half; ++i) {
+        const int a = rope.traditional ? 2 * i : i, b = rope.traditional ? 2 * i + 1 : i + half;
+        const float x1 = p[a], x2 = p[b];
+        p[a] = x1 * cs[i] - x2 * sn[i];
+        p[b] = x1 * sn[i] + x2 * cs[i];
+      }
+    }
+  }
+}
+
+namespace {
+
+void add_bias(const QLinearView& l, int m, float* out) {
+  if (!l.bias) return;
+  for (int r = 0; r < m; ++r)
+    for (int j = 0; j < l.q.n; ++j) out[static_cast<long>(r) * l.q.n + j] += l.bias[j];
+}
+
+}  // namespace
+
+void qlinear(const KernelContext& ctx, const QLinearView& l, const float* x, int m, float* out) {
+  qmatmul(ctx, x, m, l.q, out);
+  add_bias(l, m, out);
+}
+
+void qlinear_many(const KernelContext& ctx, std::initializer_list<std::pair<QLinearView, float*>> outs, const float* x,
+                  int m) {
+  std::vector<QJob> jobs;
+  for (const auto& [l, out] : outs) jobs.push_back(QJob{l.q, x, m, out});
+  qmatmul_many(ctx, jobs.data(), static_cast<int>(jobs.size()));
+  for (const auto& [l, out] : outs) add_bias(l, m, out);
+}
+
+void attention(const KernelContext& ctx, const AttentionShape& s, const float* q, const float* kc,
+               const float* vc, float* out) {
+  const VecOps& v = vec_ops(ctx.isa());
+  const int group = s.heads / s.kv_heads;
+  const int hd = s.head_dim;
+  // One task per (head, block of queries): each owns its output rows.
+  constexpr int kQBlock = 16;
+  const int qblocks = (s.L + kQBlock - 1) / kQBlock;
+  ctx.pool().parallel_for(s.heads * qblocks, [&](int task) {
+    const int h = task / qblocks, qb = task % qblocks;
+    const int kvh = h / group;
+    const float* K = kc + static_cast<long>(kvh) * s.cap * hd;
+    const float* V = vc + static_cast<long>(kvh) * s.cap * hd;
+    std::vector<float> scores(static_cast<size_t>(s.offset + s.L));
+    for (int l = qb * kQBlock; l < std::min(s.L, (qb + 1) * kQBlock); ++l) {
+      const int pos = s.offset + l;
+      const int first = s.window ? std::max(0, pos - *s.window + 1) : 0;
+      const float* qv = q + (static_cast<long>(l) * s.heads + h) * hd;
+      float mx = -INFINITY;
+      for (int j = first; j <= pos; ++j) {
+        scores[j] = v.dot(qv, K + static_cast<long>(j) * hd, hd) * s.scale;
+        mx = std::max(mx, scores[j]);
+      }
+      float sum = 0.f;
+      for (int j = first; j <= pos; ++j) sum += (scores[j] = std::exp(scores[j] - mx));
+      float* o = out + (static_cast<long>(l) * s.heads + h) * hd;
+      std::fill(o, o + hd, 0.f);
+      const float inv = 1.0f / sum;
+      for (int j = first; j <= pos; ++j) v.axpy(scores[j] * inv, V + static_cast<long>(j) * hd, o, hd);
+    }
+  });
+}
+
+}  // namespace mlxcpp::kernels

@@ -1,0 +1,57 @@
+// Row kernels the block primitives are composed of (float32, contiguous rows).
+#pragma once
+
+#include <initializer_list>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "kernels/kernel_context.h"
+#include "kernels/qmatmul.h"
+#include "kernels/vec_ops.h"
+
+namespace mlxcpp::kernels {
+
+// out[r] = x[r] * rsqrt(mean(x[r]^2) + eps) * w   (mx.fast.rms_norm)
+void rms_norm_rows(const VecOps& v, const float* x, const float* w, float eps, int rows, int d, float* out);
+
+// y = silu(g) * u, elementwise (mlx-lm's swiglu).
+void silu_mul(const float* g, const float* u, float* y, long n);
+
+// The rotation of mx.fast.rope for `dims` leading features of each head: angle = pos * scale *
+// inv_freq[i]; traditional rotates pairs (2i, 2i+1), otherwise (i, i + dims/2). `mscale`
+// multiplies the rotated features first (yarn).
+struct RopeSpec {
+  int dims = 0;
+  bool traditional = false;
+  float scale = 1.f;
+  float mscale = 1.f;
+  std::vector<float> inv_freq;  // dims/2
+};
+
+// x: [rows, heads, head_dim] where row r sits at position pos0 + r.
+void rope_rows(const RopeSpec& rope, float* x, int rows, int heads, int head_dim, int pos0);
+
+// A quantized projection as the kernels see it (+ optional float32 bias [n]).
+struct QLinearView {
+  QMatrixView q;
+  const float* bias = nullptr;
+};
+// out [m, n] = x [m, k] @ W.T (+ bias)
+void qlinear(const KernelContext& ctx, const QLinearView& l, const float* x, int m, float* out);
+// Several projections of the same x in one pass over the pool.
+void qlinear_many(const KernelContext& ctx, std::initializer_list<std::pair<QLinearView, float*>> outs, const float* x,
+                  int m);
+
+// Causal attention of L new queries (positions offset..offset+L-1) over a cache holding keys
+// 0..offset+L-1: q [L, heads, hd] -> out [L, heads, hd]; k/v cache [kv_heads, cap, hd].
+// `window`: keys older than pos - window + 1 are masked (sliding window).
+struct AttentionShape {
+  int heads, kv_heads, head_dim, cap, offset, L;
+  float scale;
+  std::optional<int> window;
+};
+void attention(const KernelContext& ctx, const AttentionShape& s, const float* q, const float* kc,
+               const float* vc, float* out);
+
+}  // namespace mlxcpp::kernels

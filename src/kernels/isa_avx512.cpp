@@ -1,0 +1,96 @@
+// AVX-512 kernels (this file is compiled with -mavx512f -mavx512bw -mavx512vl -mfma).
+// GCC 12's own avx512fintrin.h trips -Wmaybe-uninitialized (_mm512_undefined_* self-init)
+// once inlined into the float16-scale kernels; the warning is about the header, not this code.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/qmatmul_simd.h"
+#include "kernels/vec_ops.h"
+
+namespace mlxcpp::kernels {
+
+namespace {
+
+struct Avx512 {
+  using vec = __m512;
+  static constexpr int kLanes = 16;
+  static constexpr int kMb = 4;      // x rows per block in prefill
+  static constexpr int kNrWide = 2;  // W rows per block when kMb x rows share each decode
+  static vec zero() { return _mm512_setzero_ps(); }
+  static vec set1(float v) { return _mm512_set1_ps(v); }
+  static vec load(const float* p) { return _mm512_loadu_ps(p); }
+  static vec fma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static float reduce(vec v) { return _mm512_reduce_add_ps(v); }
+
+  // 16 values starting at element k of a packed row, dequantized: q * s + b.
+  // 32 packed 4-bit values (16 bytes): low nibbles (even elements) and high nibbles (odd).
+  static void q4(const uint8_t* p, vec& lo, vec& hi) {
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    lo = _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(0xF)));
+    hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4));
+  }
+
+  // kLanes values starting at element k of a packed row, as integer-valued floats.
+  template <int BITS>
+  static vec qint(const uint8_t* row, int k) {
+    __m512i q;
+    if constexpr (BITS == 8) {
+      q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k)));
+    } else {
+      // The 2*BITS bytes of sixteen values (a masked load never reads past them), spread to
+      // lanes by one byte shuffle.
+      static constexpr simd::Spread<BITS, kLanes> sp{};
+      const __m128i raw = _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << (2 * BITS)) - 1), row + k * BITS / 8);
+      q = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(raw), _mm512_load_si512(sp.idx));
+      q = _mm512_srlv_epi32(q, _mm512_load_si512(sp.shift));
+      q = _mm512_and_si512(q, _mm512_set1_epi32((1 << BITS) - 1));
+    }
+    return _mm512_cvtepi32_ps(q);
+  }
+};
+
+}  // namespace
+
+QKernel qmatmul_kernel_avx512(int bits, ScaleType st) {
+  return with_scale_type<simd::KernelTable<Avx512>::For>(st, bits);
+}
+
+namespace {
+
+float dot512(const float* a, const float* b, int n) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  int i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+  }
+  for (; i + 16 <= n; i += 16) acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+  if (i < n) {
+    __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    acc1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc1);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+void axpy512(float a, const float* x, float* y, int n) {
+  const __m512 av = _mm512_set1_ps(a);
+  int i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+  if (i < n) {
+    __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
+  }
+}
+float sumsq512(const float* x, int n) { return dot512(x, x, n); }
+
+}  // namespace
+
+const VecOps& vec_ops_avx512() {
+  static const VecOps ops{dot512, axpy512, sumsq512};
+  return ops;
+}
+
+}  // namespace mlxcpp::kernels

@@ -1,0 +1,114 @@
+#include "kernels/ops.h"
+
+#include <mlx/ops.h>
+#include <mlx/transforms.h>
+#include <mlx/stream.h>
+
+#include "kernels/array_access.h"
+#include "kernels/block_primitives.h"
+#include "kernels/primitives.h"
+#include "kernels/qmatmul.h"
+
+namespace mx = mlx::core;
+
+namespace mlxcpp::kernels {
+
+bool use_fast(const FastPath& fast) {
+  return fast && mx::default_device() == mx::Device::cpu;
+}
+
+mx::array quantized_matmul_t(const mx::array& x, const mx::array& w, const mx::array& scales,
+                             const std::optional<mx::array>& biases, int group, int bits, const std::string& mode,
+                             const FastPath& fast) {
+  const bool ours = use_fast(fast) && mode == "affine" && biases && qmatmul_supported(bits, group) &&
+                    scale_type(scales.dtype()) && scales.dtype() == biases->dtype() &&
+                    mx::issubdtype(x.dtype(), mx::floating) && w.flags().row_contiguous && w.ndim() == 2;
+  if (!ours) {
+    // 16-bit scales kept for our kernels meet a float32 x here only off the fast path.
+    if (mode == "affine" && biases && scales.dtype() != x.dtype() && mx::issubdtype(x.dtype(), mx::floating)) {
+      return mx::quantized_matmul(x, w, mx::astype(scales, x.dtype()), mx::astype(*biases, x.dtype()), true, group,
+                                  bits, mode);
+    }
+    return mx::quantized_matmul(x, w, scales, biases, true, group, bits, mode);
+  }
+  auto shape = x.shape();
+  shape.back() = w.shape(0);
+  auto s = mx::default_stream(mx::Device::cpu);
+  return mx::array(std::move(shape), mx::float32, std::make_shared<QuantizedMatmulPrimitive>(s, fast, bits, group),
+                   {x, w, scales, *biases});
+}
+
+std::optional<std::pair<mx::array, mx::array>> kernel_scales(const mx::array& scales, const mx::array& biases) {
+  if (scales.dtype() != biases.dtype()) return std::nullopt;
+  if (scales.dtype() == mx::float16 || scales.dtype() == mx::bfloat16) return std::make_pair(scales, biases);
+  if (scales.dtype() != mx::float32) return std::nullopt;
+  auto s16 = mx::astype(scales, mx::float16), b16 = mx::astype(biases, mx::float16);
+  auto exact = mx::logical_and(mx::array_equal(mx::astype(s16, mx::float32), scales),
+                               mx::array_equal(mx::astype(b16, mx::float32), biases));
+  mx::eval({exact, s16, b16});
+  if (!exact.item<bool>()) return std::nullopt;
+  return std::make_pair(s16, b16);
+}
+
+namespace {
+
+bool block_ok(const BlockLinear& l) {
+  return qmatmul_supported(l.bits, l.group) && scale_type(l.scales.dtype()) && l.scales.dtype() == l.biases.dtype() &&
+         l.w.dtype() == mx::uint32 && l.w.ndim() == 2 && l.w.flags().row_contiguous &&
+         l.scales.flags().row_contiguous && l.biases.flags().row_contiguous &&
+         (!l.bias || (l.bias->dtype() == mx::float32 && l.bias->flags().row_contiguous));
+}
+
+// Appends the projection's arrays to `inputs` and describes where they sit.
+LinearSlot add_linear(std::vector<mx::array>& inputs, const BlockLinear& l) {
+  LinearSlot s;
+  s.first = static_cast<int>(inputs.size());
+  s.n = l.w.shape(0);
+  s.k = l.w.shape(1) * 32 / l.bits;
+  s.bits = l.bits;
+  s.group = l.group;
+  s.has_bias = l.bias.has_value();
+  inputs.insert(inputs.end(), {l.w, l.scales, l.biases});
+  if (l.bias) inputs.push_back(*l.bias);
+  return s;
+}
+
+}  // namespace
+
+std::optional<mx::array> mlp_block(const mx::array& h, const mx::array& norm_w, float eps, const BlockLinear& gate,
+                                   const BlockLinear& up, const BlockLinear& down, const FastPath& fast) {
+  if (!use_fast(fast) || h.dtype() != mx::float32 || norm_w.dtype() != mx::float32 || !block_ok(gate) ||
+      !block_ok(up) || !block_ok(down)) {
+    return std::nullopt;
+  }
+  std::vector<mx::array> inputs{h, norm_w};
+  std::vector<LinearSlot> slots;
+  for (const auto* l : {&gate, &up, &down}) slots.push_back(add_linear(inputs, *l));
+  auto s = mx::default_stream(mx::Device::cpu);
+  return mx::array(h.shape(), mx::float32, std::make_shared<MlpBlockPrimitive>(s, fast, eps, std::move(slots)),
+                   std::move(inputs));
+}
+
+std::optional<std::vector<mx::array>> attention_block(const mx::array& h, const mx::array& norm_w, const BlockLinear& q,
+                                                      const BlockLinear& k, const BlockLinear& v, const BlockLinear& o,
+                                                      const mx::array& k_cache, const mx::array& v_cache,
+                                                      const AttentionBlockArgs& a, const FastPath& fast) {
+  if (!use_fast(fast) || h.dtype() != mx::float32 || h.ndim() != 3 || norm_w.dtype() != mx::float32 ||
+      !block_ok(q) || !block_ok(k) || !block_ok(v) || !block_ok(o) || k_cache.dtype() != mx::float32 ||
+      v_cache.dtype() != mx::float32 || k_cache.shape(3) != a.head_dim || v_cache.shape(3) != a.head_dim) {
+    return std::nullopt;
+  }
+  AttentionBlockSpec spec{h.shape(0), h.shape(1), h.shape(2), a.heads, a.kv_heads, a.head_dim, a.offset,
+                          a.eps, a.scale, a.window, a.rope, {}, 0, a.exclusive};
+  std::vector<mx::array> inputs{h, norm_w};
+  for (const auto* l : {&q, &k, &v, &o}) spec.slots.push_back(add_linear(inputs, *l));
+  spec.cache_first = static_cast<int>(inputs.size());
+  inputs.push_back(k_cache);
+  inputs.push_back(v_cache);
+  auto s = mx::default_stream(mx::Device::cpu);
+  return mx::array::make_arrays({h.shape(), k_cache.shape(), v_cache.shape()},
+                                {mx::float32, mx::float32, mx::float32},
+                                std::make_shared<AttentionBlockPrimitive>(s, fast, std::move(spec)), std::move(inputs));
+}
+
+}  // namespace mlxcpp::kernels

@@ -1,0 +1,66 @@
+// The thin ops layer model code calls. With a KernelContext (fast mode) on a CPU stream it
+// builds our primitives; otherwise (parity mode, GPU streams, layouts we don't cover) it
+// composes stock MLX ops exactly as mlx-lm does.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include <mlx/array.h>
+
+#include "kernels/block_kernels.h"
+#include "kernels/kernel_context.h"
+
+namespace mlxcpp::kernels {
+
+using FastPath = std::shared_ptr<const KernelContext>;
+
+// Whether `fast` applies to the default stream (a CPU stream with a context).
+bool use_fast(const FastPath& fast);
+
+// x @ dequantize(w, scales, biases).T (mx.quantized_matmul(transpose=True), affine mode).
+mlx::core::array quantized_matmul_t(const mlx::core::array& x, const mlx::core::array& w,
+                                    const mlx::core::array& scales,
+                                    const std::optional<mlx::core::array>& biases, int group, int bits,
+                                    const std::string& mode, const FastPath& fast);
+
+// Scales/biases of an affine layer as our kernels like them: 16-bit ones as they are, float32
+// ones as float16 when every value converts exactly (GGUF's f16 block scales), else nullopt
+// (keep float32). Evaluates its inputs; for load time.
+std::optional<std::pair<mlx::core::array, mlx::core::array>> kernel_scales(const mlx::core::array& scales,
+                                                                            const mlx::core::array& biases);
+
+// A projection as the block primitives take it: affine-quantized, scales/biases float32 or
+// both of one 16-bit type.
+struct BlockLinear {
+  mlx::core::array w, scales, biases;
+  std::optional<mlx::core::array> bias;
+  int bits, group;
+};
+
+// h + down(silu(gate(rms_norm(h))) * up(rms_norm(h))) in one primitive; nullopt where the fast
+// path does not apply (the caller composes stock ops).
+std::optional<mlx::core::array> mlp_block(const mlx::core::array& h, const mlx::core::array& norm_w, float eps,
+                                          const BlockLinear& gate, const BlockLinear& up, const BlockLinear& down,
+                                          const FastPath& fast);
+
+struct AttentionBlockArgs {
+  int heads, kv_heads, head_dim, offset;
+  float eps, scale;
+  std::optional<int> window;
+  std::shared_ptr<const RopeSpec> rope;
+  bool exclusive = false;  // the caches' buffers are the caller's alone: update them in place
+};
+
+// {h + o(attention), key cache, value cache}: norm, q/k/v, rope, cache write at `offset`,
+// causal attention over the cache, o projection, residual. The caches are [B, kv_heads, cap,
+// head_dim] float32 buffers with cap >= offset + L (see KVCache::take_for_update).
+std::optional<std::vector<mlx::core::array>> attention_block(const mlx::core::array& h, const mlx::core::array& norm_w,
+                                                             const BlockLinear& q, const BlockLinear& k,
+                                                             const BlockLinear& v, const BlockLinear& o,
+                                                             const mlx::core::array& k_cache,
+                                                             const mlx::core::array& v_cache,
+                                                             const AttentionBlockArgs& args, const FastPath& fast);
+
+}  // namespace mlxcpp::kernels

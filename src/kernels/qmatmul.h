@@ -1,0 +1,65 @@
+// Affine quantized matmul in MLX's packed layout (mx.quantize, transpose=True):
+//   out[m, n] = sum_k x[m, k] * (scales[n, k/g] * q[n, k] + biases[n, k/g])
+// w is [n, k*bits/32] uint32, value i of a row at bit offset i*bits (little-endian bitstream);
+// scales and biases are [n, k/g] float32, float16 or bfloat16 (both the same type: 16-bit ones
+// are read in place, a fifth less memory traffic at group 32). Activations and accumulation
+// are float32.
+#pragma once
+
+#include <cstdint>
+
+namespace mlxcpp::kernels {
+
+class KernelContext;
+
+enum class ScaleType : uint8_t { kF32, kF16, kBF16 };
+
+struct QMatrixView {
+  const uint32_t* w;
+  const void* scales;
+  const void* biases;
+  int n, k, bits, group;
+  ScaleType stype = ScaleType::kF32;
+};
+
+// The activations a kernel reads: m rows of k floats, prepared as its QKernel asks: with
+// x_block > 0 each block of x_block values is de-interleaved (even elements, then odd ones:
+// the order of low and high nibbles in packed bytes), and xsum holds sum(x) per quantization
+// group ([m, k / group]) so biases cost one multiply per group instead of one per weight.
+struct QInput {
+  const float* x;
+  const float* xsum;
+  int m;
+};
+
+// Computes rows [n0, n1) of out (row stride ldo).
+using QRowsFn = void (*)(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, int ldo);
+
+struct QKernel {
+  QRowsFn rows = nullptr;
+  int x_block = 0;
+  bool xsum = false;
+};
+
+// Per-ISA kernels (rows == nullptr where an ISA has no path for these bits; scalar has all).
+QKernel qmatmul_kernel_scalar(int bits, ScaleType st);
+QKernel qmatmul_kernel_avx2(int bits, ScaleType st);
+QKernel qmatmul_kernel_avx512(int bits, ScaleType st);
+
+// Whether our kernels handle this layout (bits 2..8 except 7, group 32/64/128).
+bool qmatmul_supported(int bits, int group);
+
+// out [m, n] (row-major, contiguous) on the context's ISA and thread pool.
+void qmatmul(const KernelContext& ctx, const float* x, int m, const QMatrixView& q, float* out);
+
+// Several products in one pass over the pool (one barrier instead of one per matrix), e.g. the
+// q/k/v or gate/up projections of one input.
+struct QJob {
+  QMatrixView q;
+  const float* x;
+  int m;
+  float* out;
+};
+void qmatmul_many(const KernelContext& ctx, const QJob* jobs, int count);
+
+}  // namespace mlxcpp::kernels

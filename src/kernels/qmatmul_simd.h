@@ -1,0 +1,132 @@
+// The quantized-matmul loop nest shared by the AVX2 and AVX-512 kernels; `V` supplies the
+// vector type and the per-ISA decode of `V::kLanes` packed values into floats.
+// Include only from a translation unit compiled for that ISA.
+#pragma once
+
+#include <cstring>
+
+#include "kernels/qmatmul.h"
+#include "kernels/scale_load.h"
+
+namespace mlxcpp::kernels::simd {
+
+// Byte-shuffle tables that spread `lanes` consecutive BITS-bit values of a little-endian
+// bitstream (2*lanes*BITS/16 bytes, repeated in every 128-bit lane) into 32-bit lanes: lane i
+// gets bytes b, b+1 of bit offset i*BITS (0x80 = zero where b+1 is past the span) and is then
+// shifted right by that offset's bit position and masked.
+template <int BITS, int LANES>
+struct Spread {
+  alignas(64) uint8_t idx[4 * LANES];
+  alignas(64) int32_t shift[LANES];
+  static constexpr int kBytes = LANES * BITS / 8;
+  constexpr Spread() : idx{}, shift{} {
+    for (int i = 0; i < LANES; ++i) {
+      const int p = i * BITS, b = p / 8;
+      idx[4 * i] = static_cast<uint8_t>(b);
+      idx[4 * i + 1] = static_cast<uint8_t>(b + 1 < kBytes ? b + 1 : 0x80);
+      idx[4 * i + 2] = idx[4 * i + 3] = 0x80;
+      shift[i] = p % 8;
+    }
+  }
+};
+
+// Group-sum form: per group, acc_g += q * x over the raw integers, then acc += acc_g * scale;
+// the biases are added at the end as bias * sum(x over the group).
+// 4-bit reads 2*kLanes values per step (low nibbles with the even x, high with the odd x);
+// other widths decode kLanes values per step with V::qint.
+template <class V, int BITS, ScaleType ST, int MB, int NR>
+inline void block_gs(const QInput& in, const QMatrixView& q, int n, float* out, int ldo) {
+  using vec = typename V::vec;
+  constexpr int L = V::kLanes;
+  constexpr int kStep = BITS == 4 ? 2 * L : L;
+  const int groups = q.k / q.group;
+  const long row_bytes = static_cast<long>(q.k) * BITS / 8;
+  const auto* base = reinterpret_cast<const uint8_t*>(q.w);
+  vec acc[MB][NR];
+  for (int mm = 0; mm < MB; ++mm)
+    for (int r = 0; r < NR; ++r) acc[mm][r] = V::zero();
+  for (int g = 0; g < groups; ++g) {
+    vec ag[MB][NR];
+    for (int mm = 0; mm < MB; ++mm)
+      for (int r = 0; r < NR; ++r) ag[mm][r] = V::zero();
+    const int k1 = (g + 1) * q.group;
+    for (int k = g * q.group; k < k1; k += kStep) {
+      if constexpr (BITS == 4) {
+        vec xe[MB], xo[MB];
+        for (int mm = 0; mm < MB; ++mm) {
+          xe[mm] = V::load(in.x + static_cast<long>(mm) * q.k + k);
+          xo[mm] = V::load(in.x + static_cast<long>(mm) * q.k + k + L);
+        }
+        for (int r = 0; r < NR; ++r) {
+          vec lo, hi;
+          V::q4(base + (n + r) * row_bytes + k / 2, lo, hi);
+          for (int mm = 0; mm < MB; ++mm) ag[mm][r] = V::fma(hi, xo[mm], V::fma(lo, xe[mm], ag[mm][r]));
+        }
+      } else {
+        vec xv[MB];
+        for (int mm = 0; mm < MB; ++mm) xv[mm] = V::load(in.x + static_cast<long>(mm) * q.k + k);
+        for (int r = 0; r < NR; ++r) {
+          vec w = V::template qint<BITS>(base + (n + r) * row_bytes, k);
+          for (int mm = 0; mm < MB; ++mm) ag[mm][r] = V::fma(w, xv[mm], ag[mm][r]);
+        }
+      }
+    }
+    for (int r = 0; r < NR; ++r) {
+      const vec s = V::set1(load_scale<ST>(q.scales, static_cast<long>(n + r) * groups + g));
+      for (int mm = 0; mm < MB; ++mm) acc[mm][r] = V::fma(ag[mm][r], s, acc[mm][r]);
+    }
+  }
+  for (int mm = 0; mm < MB; ++mm)
+    for (int r = 0; r < NR; ++r) {
+      float bsum = 0.f;
+      const long b = static_cast<long>(n + r) * groups;
+      const float* xs = in.xsum + static_cast<long>(mm) * groups;
+      for (int g = 0; g < groups; ++g) bsum += load_scale<ST>(q.biases, b + g) * xs[g];
+      out[mm * ldo + n + r] = V::reduce(acc[mm][r]) + bsum;
+    }
+}
+
+template <class V, int BITS, ScaleType ST, int MB>
+inline void sweep(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, int ldo) {
+  constexpr int NR = MB == 1 ? 4 : V::kNrWide;
+  int n = n0;
+  for (; n + NR <= n1; n += NR) block_gs<V, BITS, ST, MB, NR>(in, q, n, out, ldo);
+  for (; n < n1; ++n) block_gs<V, BITS, ST, MB, 1>(in, q, n, out, ldo);
+}
+
+// Tiles of W rows small enough to stay in L2 while every block of x rows sweeps them.
+template <class V, int BITS, ScaleType ST>
+void rows(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, int ldo) {
+  constexpr int kTile = 64;
+  const int groups = q.k / q.group;
+  auto at = [&](int mm) {
+    return QInput{in.x + static_cast<long>(mm) * q.k, in.xsum ? in.xsum + static_cast<long>(mm) * groups : nullptr, 1};
+  };
+  for (int t0 = n0; t0 < n1; t0 += kTile) {
+    const int t1 = t0 + kTile < n1 ? t0 + kTile : n1;
+    int mm = 0;
+    for (; mm + V::kMb <= in.m; mm += V::kMb) sweep<V, BITS, ST, V::kMb>(at(mm), q, t0, t1, out + static_cast<long>(mm) * ldo, ldo);
+    for (; mm < in.m; ++mm) sweep<V, BITS, ST, 1>(at(mm), q, t0, t1, out + static_cast<long>(mm) * ldo, ldo);
+  }
+}
+
+// The QKernel table of one ISA for one scale type (4-bit reads de-interleaved x blocks).
+template <class V>
+struct KernelTable {
+  template <ScaleType ST>
+  struct For {
+    static QKernel call(int bits) {
+      switch (bits) {
+        case 2: return {rows<V, 2, ST>, 0, true};
+        case 3: return {rows<V, 3, ST>, 0, true};
+        case 4: return {rows<V, 4, ST>, 2 * V::kLanes, true};
+        case 5: return {rows<V, 5, ST>, 0, true};
+        case 6: return {rows<V, 6, ST>, 0, true};
+        case 8: return {rows<V, 8, ST>, 0, true};
+        default: return {};
+      }
+    }
+  };
+};
+
+}  // namespace mlxcpp::kernels::simd

@@ -1,0 +1,253 @@
+// Dense llama family. Ports mlx_lm/models/llama.py (also mistral, which mlx-lm remaps to
+// llama), qwen2.py (q/k/v bias, head_dim = hidden/heads) and smollm3.py (NoPE layers).
+// Reads: hidden_size, num_hidden_layers, intermediate_size, num_attention_heads,
+// num_key_value_heads, head_dim, rms_norm_eps, vocab_size, rope_theta, rope_traditional,
+// rope_scaling, max_position_embeddings, attention_bias, mlp_bias, tie_word_embeddings,
+// layer_types, sliding_window, no_rope_layers, no_rope_layer_interval.
+#include <cmath>
+#include <optional>
+
+#include <fmt/format.h>
+#include <mlx/ops.h>
+
+#include "cache/rotating_kv_cache.h"
+#include "models/registry.h"
+#include "nn/attention.h"
+#include "nn/embedding.h"
+#include "nn/fused_attention.h"
+#include "nn/mlp.h"
+#include "nn/norm.h"
+#include "nn/rope.h"
+
+namespace mx = mlx::core;
+
+namespace mlxcpp {
+
+namespace {
+
+struct LlamaArgs {
+  std::string model_type;
+  int hidden = 0, layers = 0, intermediate = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;
+  float eps = 1e-6f;
+  bool qkv_bias = false, o_bias = false, mlp_bias = false, tie = true;
+  RopeParams rope;
+  std::optional<JsonView> rope_scaling;
+  std::vector<bool> sliding;  // per layer
+  std::vector<bool> use_rope;  // per layer (smollm3 NoPE)
+  std::optional<int> sliding_window;
+
+  static LlamaArgs parse(const JsonView& c);
+};
+
+LlamaArgs LlamaArgs::parse(const JsonView& c) {
+  LlamaArgs a;
+  a.model_type = c.req_string("model_type");
+  const bool qwen2 = a.model_type == "qwen2";
+  a.hidden = c.req_int32("hidden_size");
+  a.layers = c.req_int32("num_hidden_layers");
+  a.intermediate = c.req_int32("intermediate_size");
+  a.heads = c.req_int32("num_attention_heads");
+  a.eps = static_cast<float>(c.req_number("rms_norm_eps"));
+  a.vocab = c.req_int32("vocab_size");
+  if (qwen2) a.kv_heads = c.req_int32("num_key_value_heads");
+  else a.kv_heads = c.int32_or("num_key_value_heads", a.heads);
+  if (a.hidden <= 0 || a.layers <= 0 || a.heads <= 0 || a.vocab <= 0 || a.intermediate <= 0) {
+    c.fail("hidden_size", "hidden_size, num_hidden_layers, num_attention_heads, intermediate_size and vocab_size must be positive");
+  }
+  if (a.kv_heads <= 0 || a.heads % a.kv_heads != 0) {
+    c.fail("num_key_value_heads", fmt::format("{} must divide num_attention_heads ({})", a.kv_heads, a.heads));
+  }
+  a.head_dim = qwen2 ? a.hidden / a.heads : c.int32_or("head_dim", a.hidden / a.heads);
+  if (a.head_dim <= 0) c.fail("head_dim", "must be positive");
+  a.qkv_bias = qwen2 ? true : c.bool_or("attention_bias", false);
+  a.o_bias = qwen2 ? false : a.qkv_bias;
+  a.mlp_bias = qwen2 ? false : c.bool_or("mlp_bias", false);
+  a.tie = c.bool_or("tie_word_embeddings", true);
+  a.rope.dims = a.head_dim;
+  a.rope.base = c.number_or("rope_theta", qwen2 ? 1000000.0 : 10000.0);
+  a.rope.traditional = c.bool_or("rope_traditional", false);
+  a.rope.max_position_embeddings = c.opt_int("max_position_embeddings");
+  if (qwen2 && !a.rope.max_position_embeddings) a.rope.max_position_embeddings = 32768;
+  a.rope_scaling = c.get("rope_scaling");
+
+  a.sliding.assign(a.layers, false);
+  a.use_rope.assign(a.layers, true);
+  if (!qwen2 && c.has("layer_types")) {
+    const auto& lt = c.node()["layer_types"];
+    if (!lt.is_array() || lt.size() != static_cast<size_t>(a.layers)) {
+      c.fail("layer_types", fmt::format("expected a list of {} layer types", a.layers));
+    }
+    for (int i = 0; i < a.layers; ++i) {
+      auto t = lt[i].is_string() ? lt[i].get<std::string>() : std::string();
+      if (t != "full_attention" && t != "sliding_attention") {
+        c.fail("layer_types", fmt::format("entry {}: '{}' is not full_attention or sliding_attention", i, lt[i].dump()));
+      }
+      a.sliding[i] = t == "sliding_attention";
+    }
+  }
+  if (!qwen2) {
+    if (auto w = c.opt_int("sliding_window")) a.sliding_window = static_cast<int>(*w);
+  }
+  if (a.model_type == "smollm3") {
+    if (c.has("no_rope_layers")) {
+      auto flags = c.int_list("no_rope_layers");
+      if (flags.size() != static_cast<size_t>(a.layers)) c.fail("no_rope_layers", "length mismatch with num_hidden_layers");
+      for (int i = 0; i < a.layers; ++i) a.use_rope[i] = flags[i] != 0;
+    } else {
+      int interval = c.int32_or("no_rope_layer_interval", 4);
+      if (interval <= 0) c.fail("no_rope_layer_interval", "must be positive");
+      for (int i = 0; i < a.layers; ++i) a.use_rope[i] = ((i + 1) % interval) != 0;
+    }
+  }
+  return a;
+}
+
+class Attention {
+ public:
+  Attention(const LlamaArgs& a, const LoadContext& ctx, const std::string& p, bool use_rope)
+      : q_(Linear::load(ctx, p + ".q_proj", a.hidden, a.heads * a.head_dim, a.qkv_bias)),
+        k_(Linear::load(ctx, p + ".k_proj", a.hidden, a.kv_heads * a.head_dim, a.qkv_bias)),
+        v_(Linear::load(ctx, p + ".v_proj", a.hidden, a.kv_heads * a.head_dim, a.qkv_bias)),
+        o_(Linear::load(ctx, p + ".o_proj", a.heads * a.head_dim, a.hidden, a.o_bias)),
+        heads_(a.heads),
+        kv_heads_(a.kv_heads),
+        head_dim_(a.head_dim),
+        scale_(static_cast<float>(std::pow(static_cast<double>(a.head_dim), -0.5))) {
+    if (use_rope) rope_ = Rope::create(a.rope, a.rope_scaling);
+  }
+
+  mx::array operator()(const mx::array& x, const AttentionMask& mask, KVCacheBase* cache) const {
+    const int B = x.shape(0), L = x.shape(1);
+    auto q = mx::transpose(mx::reshape(q_(x), {B, L, heads_, -1}), {0, 2, 1, 3});
+    auto k = mx::transpose(mx::reshape(k_(x), {B, L, kv_heads_, -1}), {0, 2, 1, 3});
+    auto v = mx::transpose(mx::reshape(v_(x), {B, L, kv_heads_, -1}), {0, 2, 1, 3});
+    const int offset = cache ? cache->offset() : 0;
+    if (rope_) {
+      q = (*rope_)(q, offset);
+      k = (*rope_)(k, offset);
+    }
+    if (cache) std::tie(k, v) = cache->update_and_fetch(k, v);
+    auto out = scaled_dot_product_attention(q, k, v, scale_, mask);
+    return o_(mx::reshape(mx::transpose(out, {0, 2, 1, 3}), {B, L, -1}));
+  }
+
+  void collect(std::vector<mx::array>& out) const {
+    for (const auto* l : {&q_, &k_, &v_, &o_}) l->collect(out);
+  }
+
+  FusedAttentionLayer fused_layer(const RMSNorm& norm) const {
+    return {norm, q_, k_, v_, o_, rope_ ? &*rope_ : nullptr, heads_, kv_heads_, head_dim_, scale_};
+  }
+
+ private:
+  Linear q_, k_, v_, o_;
+  std::optional<Rope> rope_;
+  int heads_, kv_heads_, head_dim_;
+  float scale_;
+};
+
+class Block {
+ public:
+  Block(const LlamaArgs& a, const LoadContext& ctx, int i)
+      : attn_(a, ctx, fmt::format("model.layers.{}.self_attn", i), a.use_rope[i]),
+        mlp_(SwiGLUMLP::load(ctx, fmt::format("model.layers.{}.mlp", i), a.hidden, a.intermediate, a.mlp_bias)),
+        in_norm_(RMSNorm::load(ctx, fmt::format("model.layers.{}.input_layernorm", i), a.hidden, a.eps)),
+        post_norm_(RMSNorm::load(ctx, fmt::format("model.layers.{}.post_attention_layernorm", i), a.hidden, a.eps)),
+        fast_(ctx.fast),
+        sliding_(a.sliding[i]) {}
+
+  mx::array operator()(const mx::array& x, const AttentionMask& mask, KVCacheBase* cache) const {
+    std::optional<mx::array> h;
+    if (fast_ && !sliding_) h = fused_attention_block(x, attn_.fused_layer(in_norm_), cache, fast_);
+    if (!h) h = mx::add(x, attn_(in_norm_(x), mask, cache));
+    return mlp_.residual(*h, post_norm_, fast_);
+  }
+
+  void collect(std::vector<mx::array>& out) const {
+    attn_.collect(out);
+    mlp_.collect(out);
+    in_norm_.collect(out);
+    post_norm_.collect(out);
+  }
+
+ private:
+  Attention attn_;
+  SwiGLUMLP mlp_;
+  RMSNorm in_norm_, post_norm_;
+  kernels::FastPath fast_;  // null in parity mode
+  bool sliding_;
+};
+
+class LlamaModel final : public Model {
+ public:
+  LlamaModel(LlamaArgs a, const LoadContext& ctx)
+      : args_(std::move(a)),
+        embed_(Embedding::load(ctx, "model.embed_tokens", args_.vocab, args_.hidden)),
+        norm_(RMSNorm::load(ctx, "model.norm", args_.hidden, args_.eps)) {
+    for (int i = 0; i < args_.layers; ++i) blocks_.emplace_back(args_, ctx, i);
+    if (args_.tie) {
+      for (const char* s : {".weight", ".scales", ".biases"}) ctx.weights.drop(std::string("lm_head") + s);
+    } else {
+      lm_head_ = Linear::load(ctx, "lm_head", args_.hidden, args_.vocab, false);
+    }
+    for (int i = 0; i < args_.layers; ++i) {
+      ctx.weights.drop(fmt::format("model.layers.{}.self_attn.rotary_emb.inv_freq", i));
+    }
+    for (int i = 0; i < args_.layers; ++i) {
+      if (!args_.sliding[i]) { fa_idx_ = fa_idx_ < 0 ? i : fa_idx_; }
+      else if (swa_idx_ < 0) swa_idx_ = i;
+    }
+    if (fa_idx_ < 0) fa_idx_ = 0;  // mlx-lm requires one full-attention layer; be lenient
+  }
+
+  mx::array operator()(const mx::array& ids, LayerCaches* caches) const override {
+    auto h = embed_(ids);
+    const int n = h.shape(1);
+    auto cache_at = [&](int i) -> KVCacheBase* { return caches ? (*caches)[i].get() : nullptr; };
+    AttentionMask fa_mask = create_attention_mask(n, cache_at(fa_idx_));
+    AttentionMask swa_mask;
+    if (swa_idx_ >= 0) swa_mask = create_attention_mask(n, cache_at(swa_idx_), args_.sliding_window);
+    for (int i = 0; i < args_.layers; ++i) {
+      h = blocks_[i](h, args_.sliding[i] ? swa_mask : fa_mask, cache_at(i));
+    }
+    h = norm_(h);
+    return lm_head_ ? (*lm_head_)(h) : embed_.as_linear(h);
+  }
+
+  LayerCaches make_cache() const override {
+    LayerCaches c;
+    for (int i = 0; i < args_.layers; ++i) {
+      if (args_.sliding[i]) c.push_back(std::make_unique<RotatingKVCache>(args_.sliding_window.value_or(4096)));
+      else c.push_back(std::make_unique<KVCache>());
+    }
+    return c;
+  }
+
+  int vocab_size() const override { return args_.vocab; }
+  int num_layers() const override { return args_.layers; }
+
+  std::vector<mx::array> parameters() const override {
+    std::vector<mx::array> out;
+    embed_.collect(out);
+    for (const auto& b : blocks_) b.collect(out);
+    norm_.collect(out);
+    if (lm_head_) lm_head_->collect(out);
+    return out;
+  }
+
+ private:
+  LlamaArgs args_;
+  Embedding embed_;
+  std::vector<Block> blocks_;
+  RMSNorm norm_;
+  std::optional<Linear> lm_head_;
+  int fa_idx_ = -1, swa_idx_ = -1;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> load_llama(const Checkpoint& ckpt, const LoadContext& ctx) {
+  return std::make_unique<LlamaModel>(LlamaArgs::parse(ckpt.config()), ctx);
+}
+
+}  // namespace mlxcpp

@@ -1,0 +1,54 @@
+// The model interface every family implements, and how a snapshot folder becomes a Model.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <mlx/array.h>
+
+#include "artifacts/checkpoint.h"
+#include "cache/kv_cache.h"
+#include "kernels/kernel_context.h"
+#include "kernels/ops.h"
+
+namespace mlxcpp {
+
+struct ModelOptions {
+  // Parity mode: stock MLX ops, float32 activations (floating weights cast to float32), logits
+  // bit-identical to mlx-lm. Otherwise, on CPU, the fast path: our kernels (float32 too).
+  bool parity = false;
+  kernels::KernelOptions kernels;
+
+  static ModelOptions parity_mode() {
+    ModelOptions o;
+    o.parity = true;
+    return o;
+  }
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  // ids [B, L] (int32) -> logits [B, L, vocab]. `caches` may be null (no cache).
+  virtual mlx::core::array operator()(const mlx::core::array& ids, LayerCaches* caches) const = 0;
+  // One cache per layer, as the family's make_cache in mlx-lm.
+  virtual LayerCaches make_cache() const = 0;
+  virtual int vocab_size() const = 0;
+  virtual int num_layers() const = 0;
+  // Every parameter array (to evaluate or measure after loading).
+  virtual std::vector<mlx::core::array> parameters() const = 0;
+};
+
+struct LoadedModel {
+  std::unique_ptr<Model> model;
+  Checkpoint checkpoint;
+  kernels::FastPath kernels;  // the fast path's context (null in parity mode / off CPU)
+};
+
+// Opens the folder, picks the family by config.json's model_type, takes every tensor
+// (leftovers are an error) and evaluates the weights.
+LoadedModel load_model(const std::filesystem::path& dir, const ModelOptions& opts = {});
+
+}  // namespace mlxcpp

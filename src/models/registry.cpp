@@ -1,0 +1,58 @@
+#include "models/registry.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <mlx/transforms.h>
+
+#include "core/errors.h"
+
+namespace mx = mlx::core;
+
+namespace mlxcpp {
+
+const std::vector<FamilyRecord>& families() {
+  static const std::vector<FamilyRecord> kFamilies = {
+      {"llama", "llama", load_llama},
+      {"mistral", "llama", load_llama},
+      {"qwen2", "llama", load_llama},
+      {"smollm3", "llama", load_llama},
+      {"gemma3_text", "gemma3", load_gemma3},
+      {"gemma3", "gemma3", load_gemma3},
+  };
+  return kFamilies;
+}
+
+const FamilyRecord* find_family(const std::string& model_type) {
+  for (const auto& f : families()) {
+    if (f.model_type == model_type) return &f;
+  }
+  return nullptr;
+}
+
+LoadedModel load_model(const std::filesystem::path& dir, const ModelOptions& opts) {
+  Checkpoint ckpt = Checkpoint::open(dir);
+  const FamilyRecord* fam = find_family(ckpt.model_type());
+  if (fam == nullptr) {
+    std::vector<std::string> known;
+    for (const auto& f : families()) known.push_back(f.model_type);
+    throw ConfigError(fmt::format("{}: field 'model_type': '{}' is not supported (known: {})",
+                                  ckpt.config_file().string(), ckpt.model_type(), fmt::join(known, ", ")));
+  }
+  WeightMap weights = ckpt.load_weights();
+  // On CPU both modes run float32 activations (MLX's CPU quantized matmul accumulates bf16 in
+  // bf16); elsewhere only parity mode casts.
+  const bool cpu = mx::default_device() == mx::Device::cpu;
+  LoadContext ctx{weights, ckpt.quant(), (opts.parity || cpu) ? std::optional<mx::Dtype>(mx::float32) : std::nullopt};
+  if (cpu && !opts.parity) ctx.fast = std::make_shared<const kernels::KernelContext>(opts.kernels);
+  auto model = fam->load(ckpt, ctx);
+  weights.expect_consumed();
+  auto params = model->parameters();
+  try {
+    mx::eval(params);
+  } catch (const std::exception& e) {
+    throw WeightError(fmt::format("{}: reading the weights failed: {}", dir.string(), e.what()));
+  }
+  return LoadedModel{std::move(model), std::move(ckpt), ctx.fast};
+}
+
+}  // namespace mlxcpp

@@ -1,0 +1,74 @@
+#include "nn/linear.h"
+
+#include <mlx/ops.h>
+
+#include "kernels/ops.h"
+#include "kernels/qmatmul.h"
+
+namespace mx = mlx::core;
+
+namespace mlxcpp {
+
+QuantizedWeight QuantizedWeight::take(const LoadContext& ctx, const std::string& path, int out, int in,
+                                      const QuantSpec& spec) {
+  const int packed = in * spec.bits / 32;
+  const int groups = in / spec.group_size;
+  mx::array w = ctx.weights.take(path + ".weight", mx::Shape{out, packed});
+  mx::array scales = ctx.weights.take(path + ".scales", mx::Shape{out, groups});
+  std::optional<mx::array> biases;
+  if (spec.mode == "affine") biases = ctx.weights.take(path + ".biases", mx::Shape{out, groups});
+  // Fast mode: our kernels read 16-bit scales in place (less memory traffic per token).
+  if (ctx.fast && biases && kernels::qmatmul_supported(spec.bits, spec.group_size)) {
+    if (auto kept = kernels::kernel_scales(scales, *biases)) {
+      return QuantizedWeight{w, kept->first, kept->second, spec, ctx.fast};
+    }
+  }
+  // mx/fp modes keep uint8 scales; only floating scales follow the activation dtype.
+  scales = ctx.cast(scales);
+  if (biases) biases = ctx.cast(*biases);
+  return QuantizedWeight{w, scales, biases, spec, ctx.fast};
+}
+
+mx::array QuantizedWeight::matmul_t(const mx::array& x) const {
+  return kernels::quantized_matmul_t(x, weight, scales, biases, spec.group_size, spec.bits, spec.mode, fast);
+}
+
+void QuantizedWeight::collect(std::vector<mx::array>& out) const {
+  out.push_back(weight);
+  out.push_back(scales);
+  if (biases) out.push_back(*biases);
+}
+
+std::optional<kernels::BlockLinear> Linear::block_view() const {
+  if (!q_ || q_->spec.mode != "affine" || !q_->biases) return std::nullopt;
+  return kernels::BlockLinear{q_->weight, q_->scales, *q_->biases, bias_, q_->spec.bits, q_->spec.group_size};
+}
+
+void Linear::collect(std::vector<mx::array>& out) const {
+  if (weight_) out.push_back(*weight_);
+  if (q_) q_->collect(out);
+  if (bias_) out.push_back(*bias_);
+}
+
+Linear Linear::load(const LoadContext& ctx, const std::string& path, int in_dims, int out_dims, bool bias) {
+  Linear l;
+  if (auto spec = ctx.quant.for_layer(path, in_dims, ctx.weights)) {
+    l.q_ = QuantizedWeight::take(ctx, path, out_dims, in_dims, *spec);
+  } else {
+    l.weight_ = ctx.take(path + ".weight", mx::Shape{out_dims, in_dims});
+  }
+  if (bias) l.bias_ = ctx.take(path + ".bias", mx::Shape{out_dims});
+  return l;
+}
+
+mx::array Linear::operator()(const mx::array& x) const {
+  if (q_) {
+    auto y = q_->matmul_t(x);
+    return bias_ ? mx::add(y, *bias_) : y;
+  }
+  // nn.Linear: addmm(bias, x, W.T) with a bias, else x @ W.T.
+  if (bias_) return mx::addmm(*bias_, x, mx::transpose(*weight_));
+  return mx::matmul(x, mx::transpose(*weight_));
+}
+
+}  // namespace mlxcpp

@@ -1,0 +1,153 @@
+#include "nn/rope.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include <fmt/format.h>
+#include <mlx/fast.h>
+#include <mlx/ops.h>
+#include <mlx/transforms.h>
+
+#include "core/errors.h"
+
+namespace mx = mlx::core;
+
+namespace mlxcpp {
+
+namespace {
+
+// A Python float operand: a weakly typed float32 scalar.
+mx::array f32(double v) { return mx::array(static_cast<float>(v)); }
+
+mx::array llama3_freqs(const RopeParams& p, const JsonView& s) {
+  const double factor = s.req_number("factor");
+  const double low_freq_factor = s.number_or("low_freq_factor", 1.0);
+  const double high_freq_factor = s.number_or("high_freq_factor", 4.0);
+  const double old_context_len = s.number_or("original_max_position_embeddings", 8192);
+  const double low_freq_wavelen = old_context_len / low_freq_factor;
+  const double high_freq_wavelen = old_context_len / high_freq_factor;
+
+  // freqs = base ** (mx.arange(0, dims, 2) / dims)
+  auto freqs = mx::power(f32(p.base), mx::divide(mx::arange(0, p.dims, 2), mx::array(p.dims)));
+  auto wavelens = mx::multiply(f32(2 * std::numbers::pi), freqs);
+  freqs = mx::where(mx::greater(wavelens, f32(low_freq_wavelen)), mx::multiply(freqs, f32(factor)), freqs);
+  auto is_medium = mx::logical_and(mx::greater(wavelens, f32(high_freq_wavelen)),
+                                   mx::less(wavelens, f32(low_freq_wavelen)));
+  auto smooth = mx::divide(mx::subtract(mx::divide(f32(old_context_len), wavelens), f32(low_freq_factor)),
+                           f32(high_freq_factor - low_freq_factor));
+  auto denom = mx::add(mx::divide(mx::subtract(f32(1), smooth), f32(factor)), smooth);
+  auto smooth_freqs = mx::divide(freqs, denom);
+  return mx::where(is_medium, smooth_freqs, freqs);
+}
+
+double yarn_get_mscale(double scale, double mscale) {
+  if (scale <= 1) return 1.0;
+  return 0.1 * mscale * std::log(scale) + 1.0;
+}
+
+mx::array yarn_freqs(const RopeParams& p, const JsonView& s, double* mscale_out) {
+  const double factor = s.req_number("factor");
+  const double orig = s.number_or("original_max_position_embeddings", 4096);
+  const double beta_fast = s.number_or("beta_fast", 32);
+  const double beta_slow = s.number_or("beta_slow", 1);
+  const double mscale = s.number_or("mscale", 1);
+  const double mscale_all_dim = s.number_or("mscale_all_dim", 0);
+  const int dims = p.dims;
+  auto correction_dim = [&](double rotations) {
+    return (dims * std::log(orig / (rotations * 2 * std::numbers::pi))) / (2 * std::log(p.base));
+  };
+  const int low = std::max(static_cast<int>(std::floor(correction_dim(beta_fast))), 0);
+  const int high = std::min(static_cast<int>(std::ceil(correction_dim(beta_slow))), dims - 1);
+  *mscale_out = yarn_get_mscale(factor, mscale) / yarn_get_mscale(factor, mscale_all_dim);
+
+  auto freq_extra = mx::power(f32(p.base), mx::divide(mx::arange(0, dims, 2, mx::float32), mx::array(dims)));
+  auto freq_inter = mx::multiply(f32(factor), freq_extra);
+  // yarn_linear_ramp_mask(low, high, dims // 2)
+  mx::array ramp = mx::array(0.0f);
+  auto pos = mx::arange(dims / 2, mx::float32);
+  if (low == high) {
+    ramp = mx::divide(mx::subtract(pos, mx::array(low)), f32(high + 0.001 - low));
+  } else {
+    ramp = mx::divide(mx::subtract(pos, mx::array(low)), mx::array(high - low));
+  }
+  ramp = mx::clip(ramp, mx::array(0), mx::array(1));
+  auto freq_mask = mx::subtract(f32(1.0), ramp);
+  return mx::divide(mx::multiply(freq_inter, freq_extra),
+                    mx::add(mx::multiply(freq_inter, freq_mask),
+                            mx::multiply(freq_extra, mx::subtract(mx::array(1), freq_mask))));
+}
+
+}  // namespace
+
+Rope Rope::create(const RopeParams& p, const std::optional<JsonView>& scaling) {
+  Rope r;
+  r.p_ = p;
+  if (scaling) {
+    r.type_ = scaling->has("type") ? scaling->req_string("type") : scaling->string_or("rope_type", "default");
+  }
+  if (r.type_ == "default") return r;
+  if (r.type_ == "linear") {
+    r.scale_ = static_cast<float>(1.0 / scaling->req_number("factor"));
+  } else if (r.type_ == "dynamic") {
+    if (!p.max_position_embeddings) scaling->fail("type", "'dynamic' needs max_position_embeddings");
+    r.dynamic_factor_ = scaling->req_number("factor");
+  } else if (r.type_ == "llama3") {
+    r.freqs_ = llama3_freqs(p, *scaling);
+  } else if (r.type_ == "yarn") {
+    r.freqs_ = yarn_freqs(p, *scaling, &r.mscale_);
+  } else {
+    scaling->fail(scaling->has("type") ? "type" : "rope_type",
+                  fmt::format("'{}' is not supported (known: default, linear, dynamic, llama3, yarn)", r.type_));
+  }
+  if (r.freqs_) mx::eval(*r.freqs_);
+  return r;
+}
+
+mx::array Rope::operator()(const mx::array& x_in, int offset) const {
+  namespace fast = mx::fast;
+  if (type_ == "llama3") return fast::rope(x_in, p_.dims, p_.traditional, std::nullopt, 1.0f, offset, freqs_);
+  if (type_ == "yarn") {
+    mx::array x = x_in;
+    if (mscale_ != 1.0) {
+      // x.at[..., :dims].multiply(mscale)
+      if (p_.dims == x.shape(-1)) {
+        x = mx::multiply(x, f32(mscale_));
+      } else {
+        mx::Shape start(x.ndim(), 0), stop = x.shape();
+        stop.back() = p_.dims;
+        x = mx::slice_update(x, mx::multiply(mx::slice(x, start, stop), f32(mscale_)), start, stop);
+      }
+    }
+    return fast::rope(x, p_.dims, p_.traditional, std::nullopt, 1.0f, offset, freqs_);
+  }
+  if (type_ == "dynamic") {
+    const double seq_len = std::max<double>(x_in.shape(-2) + offset, static_cast<double>(*p_.max_position_embeddings));
+    const double f = dynamic_factor_;
+    const double base = p_.base * std::pow((f * seq_len / *p_.max_position_embeddings) - (f - 1),
+                                           static_cast<double>(p_.dims) / (p_.dims - 2));
+    return fast::rope(x_in, p_.dims, p_.traditional, static_cast<float>(base), 1.0f, offset);
+  }
+  return fast::rope(x_in, p_.dims, p_.traditional, static_cast<float>(p_.base), scale_, offset);
+}
+
+std::shared_ptr<const kernels::RopeSpec> Rope::kernel_spec() const {
+  if (type_ == "dynamic") return nullptr;
+  auto spec = std::make_shared<kernels::RopeSpec>();
+  spec->dims = p_.dims;
+  spec->traditional = p_.traditional;
+  spec->scale = scale_;
+  spec->mscale = static_cast<float>(mscale_);
+  spec->inv_freq.resize(p_.dims / 2);
+  if (freqs_) {
+    auto f = mx::astype(*freqs_, mx::float32);
+    mx::eval(f);
+    for (int i = 0; i < p_.dims / 2; ++i) spec->inv_freq[i] = 1.0f / f.data<float>()[i];
+  } else {
+    for (int i = 0; i < p_.dims / 2; ++i)
+      spec->inv_freq[i] = static_cast<float>(std::pow(p_.base, -2.0 * i / p_.dims));
+  }
+  return spec;
+}
+
+}  // namespace mlxcpp

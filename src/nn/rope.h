@@ -1,0 +1,43 @@
+// Rotary embeddings as mlx-lm's rope_utils.initialize_rope builds them: default, linear,
+// dynamic (NTK), llama3 and yarn, each ending in one mx.fast.rope call.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <mlx/array.h>
+
+#include "core/json_file.h"
+#include "kernels/block_kernels.h"
+
+namespace mlxcpp {
+
+struct RopeParams {
+  int dims = 0;
+  double base = 10000.0;
+  bool traditional = false;
+  std::optional<int64_t> max_position_embeddings;
+};
+
+class Rope {
+ public:
+  // `scaling` is config.json's rope_scaling object, when present.
+  static Rope create(const RopeParams& p, const std::optional<JsonView>& scaling);
+
+  mlx::core::array operator()(const mlx::core::array& x, int offset) const;
+  const std::string& type() const { return type_; }
+  // The same rotation for our fused kernels; null where it depends on the call (dynamic NTK).
+  std::shared_ptr<const kernels::RopeSpec> kernel_spec() const;
+
+ private:
+  Rope() = default;
+  std::string type_ = "default";
+  RopeParams p_;
+  float scale_ = 1.0f;                     // position scale (linear)
+  double mscale_ = 1.0;                    // yarn input scale
+  double dynamic_factor_ = 1.0;            // dynamic NTK
+  std::optional<mlx::core::array> freqs_;  // llama3 / yarn
+};
+
+}  // namespace mlxcpp

@@ -1,0 +1,102 @@
+// Helpers shared by the artifacts tests: a self-removing temp folder, raw safetensors
+// writers, and "this throws exactly E with these words in the message".
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <initializer_list>
+#include <iterator>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+namespace mlxcpp::test {
+
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::temp_directory_path() /
+            ("mlxcpp-artifacts-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline void write_bytes(const std::filesystem::path& file, const std::string& bytes) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+inline std::string read_bytes(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+inline std::string le64(uint64_t n) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  return s;
+}
+
+// A safetensors file: 8-byte size (the header's real size unless overridden), header, data.
+inline void write_raw_safetensors(const std::filesystem::path& file, const std::string& header,
+                                  const std::string& data, std::optional<uint64_t> size_field = {}) {
+  write_bytes(file, le64(size_field.value_or(header.size())) + header + data);
+}
+inline void write_safetensors(const std::filesystem::path& file, const nlohmann::json& header,
+                              const std::string& data) {
+  write_raw_safetensors(file, header.dump(), data);
+}
+
+// Copies a tiny checkpoint (golden_dir()/models/<name>) into `dir`.
+inline std::filesystem::path copy_model(const std::string& name, const std::filesystem::path& dir) {
+  auto src = golden_dir() / "models" / name;
+  auto dst = dir / name;
+  std::filesystem::copy(src, dst, std::filesystem::copy_options::recursive);
+  return dst;
+}
+
+// The message of the E that `f` throws; anything else fails the test.
+template <class E>
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected a different exception type, got: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << "expected an exception, nothing was thrown";
+  return {};
+}
+
+inline void expect_contains(const std::string& msg, std::initializer_list<std::string> parts) {
+  for (const auto& p : parts) {
+    EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+  }
+}
+
+}  // namespace mlxcpp::test

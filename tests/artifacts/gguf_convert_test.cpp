@@ -1,0 +1,118 @@
+// GGUF import end to end on tiny llama GGUFs written by gguf-py (tools/oracle/gguf_goldens.py):
+// every tensor of the snapshot, dequantized by MLX, equals gguf-py's dequantization with the
+// Q/K permutation undone, bit for bit; the snapshot opens as a Checkpoint; bad inputs fail clearly.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include <mlx/io.h>
+#include <mlx/mlx.h>
+
+#include "artifacts/checkpoint.h"
+#include "artifacts/gguf_convert.h"
+#include "artifacts_test_util.h"
+#include "core/errors.h"
+#include "core/json_file.h"
+
+namespace fs = std::filesystem;
+namespace mx = mlx::core;
+using namespace mlxcpp;
+using namespace mlxcpp::test;
+using nlohmann::json;
+
+namespace {
+
+fs::path gguf_goldens() { return golden_dir() / "gguf"; }
+
+fs::path vocab_dir() {
+  const char* env = std::getenv("MLXCPP_GGUF_VOCAB_DIR");
+  return env ? env : "/work/shared/fixtures/gguf-vocab";
+}
+
+// The tensor `name` of a snapshot as float32, dequantizing `<base>.weight` when `<base>.scales` exists.
+mx::array snapshot_tensor(const std::map<std::string, mx::array>& w, const json& config, const std::string& name) {
+  std::string base = name.substr(0, name.size() - std::string(".weight").size());
+  auto scales = w.find(base + ".scales");
+  if (scales == w.end()) return mx::astype(w.at(name), mx::float32);
+  const json& q = config.at("quantization");
+  const json& spec = q.contains(base) ? q.at(base) : q;
+  return mx::dequantize(w.at(name), scales->second, w.at(base + ".biases"), spec.at("group_size").get<int>(),
+                        spec.at("bits").get<int>(), "affine", std::nullopt, mx::float32);
+}
+
+class GgufConvert : public ::testing::TestWithParam<std::string> {
+ protected:
+  TempDir dir_;
+};
+
+}  // namespace
+
+TEST_P(GgufConvert, TensorsEqualGgufPyDequantization) {
+  const json cases = JsonView::parse_file(gguf_goldens() / "cases.json");
+  const json& c = cases.at(GetParam());
+  auto report = convert_gguf(gguf_goldens() / c.at("gguf").get<std::string>(), dir_.path());
+  EXPECT_EQ(report.architecture, "llama");
+
+  const json config = JsonView::parse_file(dir_ / "config.json");
+  EXPECT_EQ(config.at("model_type"), "llama");
+  EXPECT_EQ(config.at("num_attention_heads"), 4);
+  EXPECT_EQ(config.at("num_key_value_heads"), 2);
+  EXPECT_EQ(config.at("hidden_size"), 128);
+  EXPECT_EQ(config.at("tie_word_embeddings"), true);
+  EXPECT_EQ(config.at("vocab_size"), 512);
+
+  auto snapshot = mx::load_safetensors((dir_ / "model.safetensors").string()).first;
+  std::map<std::string, mx::array> w(snapshot.begin(), snapshot.end());
+  auto expected = mx::load_safetensors((gguf_goldens() / c.at("expected").get<std::string>()).string()).first;
+  ASSERT_FALSE(expected.empty());
+  for (const auto& [name, want] : expected) {
+    ASSERT_TRUE(w.count(name)) << name;
+    auto got = snapshot_tensor(w, config, name);
+    ASSERT_EQ(got.shape(), want.shape()) << name;
+    EXPECT_EQ(max_abs_diff(got, want), 0.0f) << name;
+  }
+  if (GetParam() == "q4_0") {  // matrices Q4_0 (default), the embedding Q8_0 (override)
+    const json& q = config.at("quantization");
+    EXPECT_EQ(q.at("bits"), 4);
+    EXPECT_EQ(q.at("group_size"), 32);
+    EXPECT_EQ(q.at("model.embed_tokens").at("bits"), 8);
+  }
+  if (GetParam() == "f16") EXPECT_FALSE(config.contains("quantization"));
+
+  // Our own loader accepts the snapshot, and the tokenizer files are there.
+  auto ck = Checkpoint::open(dir_.path());
+  EXPECT_EQ(ck.model_type(), "llama");
+  const json tok = JsonView::parse_file(dir_ / "tokenizer.json");
+  EXPECT_EQ(tok.at("model").at("type"), "BPE");
+  EXPECT_EQ(tok.at("added_tokens").at(0).at("content"), "<|endoftext|>");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GgufConvert, ::testing::Values("q8_0", "q4_0", "f16"));
+
+TEST(GgufConvertErrors, UnsupportedArchitectureIsNamed) {
+  auto file = vocab_dir() / "ggml-vocab-gpt-2.gguf";
+  if (!fs::exists(file)) GTEST_SKIP() << "no fixture " << file;
+  TempDir dir;
+  auto msg = error_of<ConfigError>([&] { convert_gguf(file, dir.path()); });
+  expect_contains(msg, {file.string(), "general.architecture", "unsupported architecture 'gpt2'", "llama"});
+  EXPECT_FALSE(fs::exists(dir / "model.safetensors"));
+}
+
+TEST(GgufConvertErrors, UnsupportedTokenizerIsNamed) {
+  auto file = vocab_dir() / "ggml-vocab-bert-bge.gguf";
+  if (!fs::exists(file)) GTEST_SKIP() << "no fixture " << file;
+  TempDir dir;
+  GgufConvertOptions o;
+  o.tokenizer_only = true;
+  auto msg = error_of<ConfigError>([&] { convert_gguf(file, dir.path(), o); });
+  expect_contains(msg, {"tokenizer.ggml.model", "'bert' is not supported", "gpt2, llama"});
+}
+
+TEST(GgufConvertErrors, CorruptFileIsAWeightError) {
+  TempDir dir;
+  auto file = dir / "bad.gguf";
+  std::string bytes = read_bytes(gguf_goldens() / "tiny-llama-q8_0.gguf");
+  write_bytes(file, bytes.substr(0, bytes.size() / 2));
+  auto msg = error_of<WeightError>([&] { convert_gguf(file, dir / "out"); });
+  expect_contains(msg, {file.string(), "past the end"});
+}

@@ -1,0 +1,107 @@
+// The row kernels inside our block primitives against the stock MLX ops they replace, on every
+// ISA this CPU has (scalar and AVX2 are forced where AVX-512 exists).
+#include <gtest/gtest.h>
+#include <mlx/fast.h>
+#include <mlx/mlx.h>
+
+#include <cmath>
+
+#include "kernels/block_kernels.h"
+#include "kernels/kernel_context.h"
+#include "test_support.h"
+
+namespace mx = mlx::core;
+using namespace mlxcpp::kernels;
+using mlxcpp::test::max_abs_diff;
+
+namespace {
+
+std::vector<Isa> isas() {
+  std::vector<Isa> out;
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512})
+    if (isa_supported(i)) out.push_back(i);
+  return out;
+}
+
+mx::array randn(mx::Shape shape, uint64_t seed) {
+  auto a = mx::random::normal(std::move(shape), mx::float32, 0.f, 1.f, mx::random::key(seed));
+  mx::eval(a);
+  return a;
+}
+
+mx::array from(const std::vector<float>& v, mx::Shape shape) { return mx::array(v.data(), std::move(shape), mx::float32); }
+
+TEST(BlockKernels, RmsNormMatchesFastRmsNorm) {
+  for (int d : {64, 576, 100}) {
+    auto x = randn({7, d}, d), w = randn({d}, d + 1);
+    auto ref = mx::fast::rms_norm(x, w, 1e-5f);
+    for (Isa isa : isas()) {
+      std::vector<float> out(7 * d);
+      rms_norm_rows(vec_ops(isa), x.data<float>(), w.data<float>(), 1e-5f, 7, d, out.data());
+      EXPECT_LE(max_abs_diff(from(out, {7, d}), ref), 1e-5f) << isa_name(isa) << " d=" << d;
+    }
+  }
+}
+
+TEST(BlockKernels, RopeMatchesFastRope) {
+  const int L = 5, heads = 3, hd = 64;
+  for (bool traditional : {false, true})
+    for (int dims : {64, 32})  // full and partial rotary
+      for (float scale : {1.0f, 0.5f}) {
+        auto x = randn({1, heads, L, hd}, dims + traditional);  // MLX layout [B, H, L, D]
+        const int offset = 11;
+        const double base = 10000.0;
+        auto ref = mx::fast::rope(x, dims, traditional, static_cast<float>(base), scale, offset);
+        RopeSpec spec{dims, traditional, scale, 1.f, {}};
+        for (int i = 0; i < dims / 2; ++i) spec.inv_freq.push_back(static_cast<float>(std::pow(base, -2.0 * i / dims)));
+        auto rows = mx::transpose(x, {0, 2, 1, 3});  // our layout [L, heads, hd]
+        rows = mx::contiguous(rows);
+        mx::eval(rows);
+        std::vector<float> buf(rows.data<float>(), rows.data<float>() + rows.size());
+        rope_rows(spec, buf.data(), L, heads, hd, offset);
+        auto got = mx::transpose(from(buf, {1, L, heads, hd}), {0, 2, 1, 3});
+        EXPECT_LE(max_abs_diff(got, ref), 2e-5f) << "traditional=" << traditional << " dims=" << dims << " scale=" << scale;
+      }
+}
+
+// q [L, heads, hd] against a cache [kv_heads, cap, hd] holding offset + L keys.
+TEST(BlockKernels, AttentionMatchesSdpaWithGqaCausalAndWindow) {
+  const int heads = 6, kv_heads = 2, hd = 64, cap = 64;
+  for (auto [offset, L] : std::vector<std::pair<int, int>>{{0, 1}, {0, 9}, {20, 1}, {13, 17}}) {
+    for (std::optional<int> window : {std::optional<int>{}, std::optional<int>{8}}) {
+      const int S = offset + L;
+      auto q = randn({1, heads, L, hd}, 100 + S), k = randn({1, kv_heads, S, hd}, 200 + S), v = randn({1, kv_heads, S, hd}, 300 + S);
+      // Reference: explicit boolean mask (query i at position offset + i sees keys j <= pos, j > pos - window).
+      auto qpos = mx::reshape(mx::add(mx::arange(L), mx::array(offset)), {L, 1});
+      auto kpos = mx::reshape(mx::arange(S), {1, S});
+      auto mask = mx::less_equal(kpos, qpos);
+      if (window) mask = mx::logical_and(mask, mx::greater(kpos, mx::subtract(qpos, mx::array(*window))));
+      const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      auto ref = mx::fast::scaled_dot_product_attention(q, k, v, scale, "", mask);
+      // Our layouts.
+      auto qr = mx::contiguous(mx::transpose(q, {0, 2, 1, 3}));
+      auto pad = [&](const mx::array& a) { return mx::contiguous(mx::pad(a, {{0, 0}, {0, 0}, {0, cap - S}, {0, 0}})); };
+      auto kc = pad(k), vc = pad(v);
+      mx::eval({qr, kc, vc, ref});
+      for (Isa isa : isas()) {
+        KernelContext ctx(KernelOptions{isa, 2});
+        std::vector<float> out(static_cast<size_t>(L) * heads * hd);
+        AttentionShape s{heads, kv_heads, hd, cap, offset, L, scale, window};
+        attention(ctx, s, qr.data<float>(), kc.data<float>(), vc.data<float>(), out.data());
+        auto got = mx::transpose(from(out, {1, L, heads, hd}), {0, 2, 1, 3});
+        EXPECT_LE(max_abs_diff(got, ref), 1e-5f)
+            << isa_name(isa) << " offset=" << offset << " L=" << L << " window=" << window.value_or(0);
+      }
+    }
+  }
+}
+
+TEST(BlockKernels, SiluMulMatchesMlx) {
+  auto g = randn({1000}, 1), u = randn({1000}, 2);
+  auto ref = mx::multiply(mx::multiply(g, mx::sigmoid(g)), u);
+  std::vector<float> out(1000);
+  silu_mul(g.data<float>(), u.data<float>(), out.data(), 1000);
+  EXPECT_LE(max_abs_diff(from(out, {1000}), ref), 1e-6f);
+}
+
+}  // namespace

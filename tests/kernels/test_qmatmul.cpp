@@ -1,0 +1,147 @@
+// Our quantized matmul (every ISA path, bits, group and odd shapes) against stock MLX in float32.
+#include <gtest/gtest.h>
+#include <mlx/mlx.h>
+#include <mlx/primitives.h>
+
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "kernels/kernel_context.h"
+#include "kernels/ops.h"
+#include "kernels/qmatmul.h"
+#include "test_support.h"
+
+namespace mx = mlx::core;
+using namespace mlxcpp;
+using namespace mlxcpp::kernels;
+
+namespace {
+
+// Relative to the largest reference value: a different summation order, nothing more.
+constexpr float kRelTol = 2e-5f;
+
+struct Quantized {
+  mx::array x, w, scales, biases;
+};
+
+Quantized make(int m, int n, int k, int bits, int group, uint64_t seed) {
+  auto x = mx::random::normal({m, k}, mx::float32, 0.f, 1.f, mx::random::key(seed));
+  auto wf = mx::random::normal({n, k}, mx::float32, 0.f, 0.05f, mx::random::key(seed + 1));
+  auto q = mx::quantize(wf, group, bits);
+  mx::eval({x, q[0], q[1], q[2]});
+  return {x, q[0], q[1], q[2]};
+}
+
+float rel_err(const mx::array& got, const mx::array& ref) {
+  float scale = mx::max(mx::abs(ref)).item<float>();
+  return test::max_abs_diff(got, ref) / std::max(scale, 1e-6f);
+}
+
+std::vector<Isa> isas() {
+  std::vector<Isa> out;
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512})
+    if (isa_supported(i)) out.push_back(i);
+  return out;
+}
+
+using Param = std::tuple<int, int>;  // bits, group
+
+class QMatmul : public ::testing::TestWithParam<Param> {};
+
+TEST_P(QMatmul, EveryIsaMatchesStockMlx) {
+  auto [bits, group] = GetParam();
+  // Odd sizes: N not a multiple of 8 or of the task split, K a few groups, M across GEMV/GEMM.
+  for (auto [m, n, k] : std::vector<std::tuple<int, int, int>>{
+           {1, 1, 128}, {1, 67, 384}, {3, 130, 640}, {8, 256, 256}, {33, 77, 512}, {5, 1000, 128}}) {
+    auto q = make(m, n, k, bits, group, 1000 * bits + group + m + n);
+    // Scales/biases stored as float32, float16 and bfloat16 (16-bit ones read in place); the
+    // reference dequantizes with the same (rounded) values in float32.
+    for (auto [dtype, stype] : std::vector<std::pair<mx::Dtype, ScaleType>>{
+             {mx::float32, ScaleType::kF32}, {mx::float16, ScaleType::kF16}, {mx::bfloat16, ScaleType::kBF16}}) {
+      auto s = mx::astype(q.scales, dtype), b = mx::astype(q.biases, dtype);
+      auto ref = mx::quantized_matmul(q.x, q.w, mx::astype(s, mx::float32), mx::astype(b, mx::float32), true, group,
+                                      bits);
+      mx::eval({ref, s, b});
+      for (Isa isa : isas()) {
+        for (int threads : {1, 2}) {
+          KernelContext ctx(KernelOptions{isa, threads});
+          std::vector<float> out(static_cast<size_t>(m) * n, -1.f);
+          QMatrixView view{q.w.data<uint32_t>(), s.data<void>(), b.data<void>(), n, k, bits, group, stype};
+          qmatmul(ctx, q.x.data<float>(), m, view, out.data());
+          auto got = mx::array(out.data(), {m, n}, mx::float32);
+          EXPECT_LE(rel_err(got, ref), kRelTol) << isa_name(isa) << " threads=" << threads << " m=" << m
+                                                << " n=" << n << " k=" << k << " scales=" << dtype;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BitsGroups, QMatmul,
+                         ::testing::Combine(::testing::Values(2, 3, 4, 5, 6, 8), ::testing::Values(32, 64, 128)),
+                         [](const auto& info) {
+                           // fmt, not string operator+ (GCC 12 -Wrestrict false positive).
+                           return fmt::format("b{}_g{}", std::get<0>(info.param), std::get<1>(info.param));
+                         });
+
+// Through the ops layer as an MLX primitive: batched 3-D input, strided (transposed) and bf16 x.
+TEST(QMatmulPrimitive, GraphInputsOfAnyLayout) {
+  auto fast = std::make_shared<const KernelContext>();
+  auto q = make(24, 96, 256, 4, 64, 7);
+  auto x3 = mx::reshape(q.x, {2, 12, 256});
+  auto xt = mx::transpose(mx::reshape(q.x, {24, 256}), {0, 1});  // a view
+  auto xs = mx::slice(mx::reshape(q.x, {12, 512}), {0, 0}, {12, 512}, {1, 2});  // strided columns
+  for (const auto& x : {x3, xt, xs, mx::astype(x3, mx::bfloat16)}) {
+    auto ref = mx::quantized_matmul(mx::astype(x, mx::float32), q.w, q.scales, q.biases, true, 64, 4);
+    auto got = quantized_matmul_t(x, q.w, q.scales, q.biases, 64, 4, "affine", fast);
+    ASSERT_EQ(got.shape(), ref.shape());
+    EXPECT_LE(rel_err(got, ref), kRelTol);
+  }
+}
+
+TEST(QMatmulPrimitive, SixteenBitScalesAreReadInPlace) {
+  auto fast = std::make_shared<const KernelContext>();
+  auto q = make(2, 16, 64, 4, 64, 9);
+  for (auto dtype : {mx::float16, mx::bfloat16}) {
+    auto s16 = mx::astype(q.scales, dtype), b16 = mx::astype(q.biases, dtype);
+    auto got = quantized_matmul_t(q.x, q.w, s16, b16, 64, 4, "affine", fast);
+    ASSERT_TRUE(got.has_primitive());
+    EXPECT_STREQ(got.primitive().name(), "MlxcppQuantizedMatmul");
+    auto ref = mx::quantized_matmul(q.x, q.w, mx::astype(s16, mx::float32), mx::astype(b16, mx::float32), true, 64, 4);
+    EXPECT_LE(rel_err(got, ref), kRelTol) << dtype;
+  }
+}
+
+TEST(QMatmulPrimitive, FallsBackToStockWhereNotCovered) {
+  auto fast = std::make_shared<const KernelContext>();
+  auto q = make(2, 16, 64, 4, 64, 9);
+  // Scales and biases of different types are not ours: the stock op runs on float32 copies
+  // (the same result as MLX on those, exactly).
+  auto s16 = mx::astype(q.scales, mx::bfloat16), b16 = mx::astype(q.biases, mx::float16);
+  auto got = quantized_matmul_t(q.x, q.w, s16, b16, 64, 4, "affine", fast);
+  ASSERT_TRUE(got.has_primitive());
+  EXPECT_STRNE(got.primitive().name(), "MlxcppQuantizedMatmul");
+  auto ref = mx::quantized_matmul(q.x, q.w, mx::astype(s16, mx::float32), mx::astype(b16, mx::float32), true, 64, 4);
+  EXPECT_EQ(test::max_abs_diff(got, ref), 0.f);
+}
+
+TEST(KernelScales, KeepsSixteenBitAndNarrowsExactFloat32) {
+  auto q = make(2, 16, 64, 4, 64, 11);
+  // float32 values that are float16 values (GGUF block scales) narrow exactly.
+  auto s = mx::astype(mx::astype(q.scales, mx::float16), mx::float32);
+  auto b = mx::astype(mx::astype(q.biases, mx::float16), mx::float32);
+  auto kept = kernel_scales(s, b);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(kept->first.dtype(), mx::float16);
+  EXPECT_EQ(test::max_abs_diff(mx::astype(kept->first, mx::float32), s), 0.f);
+  EXPECT_EQ(test::max_abs_diff(mx::astype(kept->second, mx::float32), b), 0.f);
+  // General float32 scales stay float32 (nullopt); 16-bit ones are kept as they are.
+  EXPECT_FALSE(kernel_scales(q.scales, q.biases).has_value());
+  auto bf = kernel_scales(mx::astype(q.scales, mx::bfloat16), mx::astype(q.biases, mx::bfloat16));
+  ASSERT_TRUE(bf.has_value());
+  EXPECT_EQ(bf->first.dtype(), mx::bfloat16);
+  EXPECT_FALSE(kernel_scales(mx::astype(q.scales, mx::bfloat16), q.biases).has_value());
+}
+
+}  // namespace

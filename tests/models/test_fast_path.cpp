@@ -1,0 +1,165 @@
+// The CPU fast path (our kernels, block primitives) against parity mode (stock MLX, which is
+// bit-identical to mlx-lm): same checkpoint, same teacher-forced tokens, prefill + cached decode.
+#include <gtest/gtest.h>
+#include <mlx/mlx.h>
+#include <mlx/primitives.h>
+
+#include <set>
+#include <string>
+
+#include "golden_model.h"
+#include "models/model.h"
+#include "test_support.h"
+
+namespace mx = mlx::core;
+using namespace mlxcpp;
+using namespace mlxcpp::test;
+
+namespace {
+
+// Logits [T, vocab] for prompt (one prefill) then each further token (cached decode).
+mx::array teacher_forced(const Model& m, const std::vector<int>& prompt, const std::vector<int>& rest) {
+  auto caches = m.make_cache();
+  std::vector<mx::array> rows;
+  auto ids = mx::array(prompt.data(), {1, static_cast<int>(prompt.size())}, mx::int32);
+  auto logits = m(ids, &caches);
+  rows.push_back(mx::reshape(logits, {-1, logits.shape(2)}));
+  for (int t : rest) {
+    logits = m(mx::array(&t, {1, 1}, mx::int32), &caches);
+    rows.push_back(mx::reshape(logits, {-1, logits.shape(2)}));
+    mx::eval(rows.back());
+  }
+  return mx::concatenate(rows, 0);
+}
+
+std::set<std::string> primitive_names(const mx::array& out) {
+  std::set<std::string> names;
+  std::vector<mx::array> stack{out};
+  std::set<std::uintptr_t> seen;
+  while (!stack.empty()) {
+    auto a = stack.back();
+    stack.pop_back();
+    if (!seen.insert(a.id()).second || !a.has_primitive()) continue;
+    names.insert(a.primitive().name());
+    for (const auto& in : a.inputs()) stack.push_back(in);
+  }
+  return names;
+}
+
+// Every checkpoint with a fast mode (block primitives, or stock ops + our quantized matmuls).
+class FastPath : public ::testing::TestWithParam<std::string> {};
+// The checkpoints whose family decodes through the block primitives.
+class FastPathBlocks : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FastPath, MatchesParityOnTeacherForcedTokens) {
+  auto golden = model_golden(GetParam());
+  auto prompt = to_ints(golden.at("prompt"));
+  auto rest = to_ints(golden.at("decode_tokens"));
+  auto parity = load_model(tiny_model_dir(GetParam()), ModelOptions::parity_mode());
+  auto fast = load_model(tiny_model_dir(GetParam()));
+  auto ref = teacher_forced(*parity.model, prompt, rest);
+  auto got = teacher_forced(*fast.model, prompt, rest);
+  // KL(parity || fast) per token, and top-1 agreement.
+  auto lp = mx::subtract(ref, mx::logsumexp(ref, -1, true));
+  auto lq = mx::subtract(got, mx::logsumexp(got, -1, true));
+  float kl = mx::mean(mx::sum(mx::multiply(mx::exp(lp), mx::subtract(lp, lq)), -1)).item<float>();
+  float agree = mx::mean(mx::astype(mx::equal(mx::argmax(ref, -1), mx::argmax(got, -1)), mx::float32)).item<float>();
+  float scale = mx::max(mx::abs(ref)).item<float>();
+  EXPECT_LE(kl, 1e-6f);
+  EXPECT_GE(agree, 0.97f);  // 36 tokens of a random tiny model: near-ties may flip one
+  EXPECT_LE(max_abs_diff(got, ref), 1e-3f * std::max(scale, 1.f));
+}
+
+TEST_P(FastPathBlocks, DecodeUsesBlockPrimitives) {
+  auto fast = load_model(tiny_model_dir(GetParam()));
+  auto caches = fast.model->make_cache();
+  std::vector<int> prompt{5, 6, 7, 8};
+  mx::eval((*fast.model)(mx::array(prompt.data(), {1, 4}, mx::int32), &caches));
+  int t = 9;
+  auto names = primitive_names((*fast.model)(mx::array(&t, {1, 1}, mx::int32), &caches));
+  EXPECT_TRUE(names.count("MlxcppAttentionBlock")) << GetParam();
+  EXPECT_TRUE(names.count("MlxcppMlpBlock")) << GetParam();
+  EXPECT_FALSE(names.count("QuantizedMatmul")) << "stock quantized matmul left in the graph";
+}
+
+// KV caches are written in place: a pipelined decode (each step built before the previous one
+// is evaluated, as the generator does) copies no cache buffer.
+TEST_P(FastPathBlocks, PipelinedDecodeWritesCachesInPlace) {
+  auto fast = load_model(tiny_model_dir(GetParam()));
+  ASSERT_TRUE(fast.kernels);
+  auto caches = fast.model->make_cache();
+  std::vector<int> prompt{5, 6, 7, 8};
+  auto logits = (*fast.model)(mx::array(prompt.data(), {1, 4}, mx::int32), &caches);
+  std::vector<mx::array> state{logits};
+  for (const auto& c : caches)
+    for (auto& a : c->state_to_eval()) state.push_back(a);
+  mx::eval(state);
+  for (int i = 0; i < 300; ++i) {  // crosses a 256-row growth of the buffers
+    auto y = mx::reshape(mx::argmax(mx::slice(logits, {0, logits.shape(1) - 1, 0}, logits.shape()), -1), {1, 1});
+    logits = (*fast.model)(mx::astype(y, mx::int32), &caches);
+    mx::async_eval(logits);
+  }
+  mx::eval(logits);
+  EXPECT_EQ(fast.kernels->cache_copies(), 0) << GetParam();
+}
+
+// A snapshot handed out by state() stays intact: the next step copies that layer's buffers
+// once (and only that layer's), then writes in place again.
+TEST_P(FastPathBlocks, CacheSnapshotSurvivesInPlaceDecode) {
+  auto fast = load_model(tiny_model_dir(GetParam()));
+  auto caches = fast.model->make_cache();
+  std::vector<int> prompt{5, 6, 7, 8};
+  auto logits = (*fast.model)(mx::array(prompt.data(), {1, 4}, mx::int32), &caches);
+  mx::eval(logits);
+  auto snap = caches[0]->state();
+  mx::eval(snap);
+  auto before = mx::copy(snap[0]);
+  mx::eval(before);
+  for (int t : {9, 10}) mx::eval((*fast.model)(mx::array(&t, {1, 1}, mx::int32), &caches));
+  EXPECT_EQ(max_abs_diff(snap[0], before), 0.f);
+  EXPECT_EQ(fast.kernels->cache_copies(), 2) << "keys + values of layer 0, once";
+}
+
+TEST(FastPathIsa, EveryIsaMatchesParity) {
+  // The block primitives on the scalar and AVX2 paths too (forced where AVX-512 exists).
+  for (const char* name : {"llama-q4g64", "qwen2-q8g32", "llama-q2g32"}) {
+    auto golden = model_golden(name);
+    auto prompt = to_ints(golden.at("prompt"));
+    auto rest = to_ints(golden.at("decode_tokens"));
+    auto parity = load_model(tiny_model_dir(name), ModelOptions::parity_mode());
+    auto ref = teacher_forced(*parity.model, prompt, rest);
+    for (auto isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512}) {
+      if (!kernels::isa_supported(isa)) continue;
+      ModelOptions opts;
+      opts.kernels.isa = isa;
+      auto fast = load_model(tiny_model_dir(name), opts);
+      auto got = teacher_forced(*fast.model, prompt, rest);
+      float scale = mx::max(mx::abs(ref)).item<float>();
+      EXPECT_LE(max_abs_diff(got, ref), 1e-3f * std::max(scale, 1.f)) << name << " " << kernels::isa_name(isa);
+    }
+  }
+}
+
+// The affine-quantized checkpoints the block primitives cover end to end.
+const std::vector<std::string> kBlockModels = {
+    "llama-q4g64", "llama-q8g32", "llama-q2g32", "llama-q3g128", "llama-q5g64", "llama-q6g32", "llama-mixed",
+    "llama3rope-untied-q4g64", "qwen2-q4g64", "qwen2-q8g32", "smollm3-q4g64"};
+// Families on stock ops in fast mode too, except the quantized matmuls (our kernels via nn::Linear).
+const std::vector<std::string> kStockOpModels = {"gemma3-text-q4g64"};
+
+std::vector<std::string> all_fast_models() {
+  auto v = kBlockModels;
+  v.insert(v.end(), kStockOpModels.begin(), kStockOpModels.end());
+  return v;
+}
+
+std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = info.param;
+  for (auto& c : s) if (c == '-') c = '_';
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, FastPath, ::testing::ValuesIn(all_fast_models()), param_name);
+INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, FastPathBlocks, ::testing::ValuesIn(kBlockModels), param_name);
+
+}  // namespace

@@ -1,0 +1,235 @@
+// load_model on broken copies of a tiny checkpoint: every fault is a ConfigError or WeightError
+// naming the file and the field or tensor (never a crash, never a silently wrong model).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <initializer_list>
+#include <iterator>
+#include <string>
+#include <unordered_map>
+
+#include <mlx/io.h>
+#include <mlx/mlx.h>
+#include <nlohmann/json.hpp>
+
+#include "core/errors.h"
+#include "models/model.h"
+#include "test_support.h"
+
+namespace fs = std::filesystem;
+namespace mx = mlx::core;
+using namespace mlxcpp;
+using nlohmann::json;
+
+namespace {
+
+using Tensors = std::unordered_map<std::string, mx::array>;
+
+class LoadErrors : public ::testing::Test {
+ protected:
+  LoadErrors() {
+    static std::atomic<int> counter{0};
+    tmp_ = fs::temp_directory_path() /
+           ("mlxcpp-load-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    fs::remove_all(tmp_);
+    fs::create_directories(tmp_);
+  }
+  ~LoadErrors() override {
+    std::error_code ec;
+    fs::remove_all(tmp_, ec);
+  }
+
+  // Copies golden_dir()/models/<name>; later edits apply to this copy.
+  fs::path use(const std::string& name) {
+    model_ = tmp_ / name;
+    fs::copy(mlxcpp::test::golden_dir() / "models" / name, model_, fs::copy_options::recursive);
+    return model_;
+  }
+  fs::path config() const { return model_ / "config.json"; }
+
+  void edit_config(const std::function<void(json&)>& edit) {
+    std::ifstream in(config());
+    json c = json::parse(in);
+    edit(c);
+    std::ofstream(config(), std::ios::trunc) << c.dump(2);
+  }
+
+  // Loads one weight file of the copy, lets `edit` change it, and writes it back.
+  void edit_weights(const std::function<void(Tensors&)>& edit, const std::string& file = "model.safetensors") {
+    auto [tensors, meta] = mx::load_safetensors((model_ / file).string());
+    edit(tensors);
+    fs::path staged = tmp_ / "staged.safetensors";  // written beside, then moved over
+    mx::save_safetensors(staged.string(), tensors, meta);
+    fs::rename(staged, model_ / file);
+  }
+
+  template <class E>
+  std::string load_error() {
+    try {
+      load_model(model_, ModelOptions::parity_mode());
+    } catch (const E& e) {
+      return e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "wrong exception type: " << e.what();
+      return {};
+    }
+    ADD_FAILURE() << "load_model succeeded";
+    return {};
+  }
+
+  static void expect_contains(const std::string& msg, std::initializer_list<std::string> parts) {
+    for (const auto& p : parts) {
+      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+    }
+  }
+
+  fs::path tmp_;
+  fs::path model_;
+};
+
+}  // namespace
+
+TEST_F(LoadErrors, UneditedCopyLoads) {  // control: the copy and rewrite helpers are sound
+  use("llama-q4g64");
+  edit_weights([](Tensors&) {});
+  auto loaded = load_model(model_, ModelOptions::parity_mode());
+  EXPECT_EQ(loaded.model->num_layers(), 2);
+  EXPECT_EQ(loaded.model->vocab_size(), 512);
+}
+
+TEST_F(LoadErrors, MissingTensor) {
+  use("llama-q4g64");
+  edit_weights([](Tensors& t) { t.erase("model.norm.weight"); });
+  expect_contains(load_error<WeightError>(), {"model.safetensors", "tensor 'model.norm.weight'", "missing"});
+}
+
+TEST_F(LoadErrors, MissingPartOfAQuantizedLayer) {
+  use("llama-q4g64");
+  edit_weights([](Tensors& t) { t.erase("model.layers.1.mlp.down_proj.biases"); });
+  expect_contains(load_error<WeightError>(), {"model.safetensors", "tensor 'model.layers.1.mlp.down_proj.biases'", "missing"});
+}
+
+TEST_F(LoadErrors, MissingTensorInShardedCheckpoint) {
+  use("llama-q4g64-sharded");
+  std::ifstream in(model_ / "model.safetensors.index.json");
+  const std::string shard = json::parse(in)["weight_map"]["model.norm.weight"].get<std::string>();
+  edit_weights([](Tensors& t) { t.erase("model.norm.weight"); }, shard);
+  expect_contains(load_error<WeightError>(), {model_.string(), "tensor 'model.norm.weight'", "missing",
+                                              "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"});
+}
+
+TEST_F(LoadErrors, WrongShape) {
+  use("llama-q4g64");
+  const std::string name = "model.layers.0.input_layernorm.weight";
+  edit_weights([&](Tensors& t) { t.insert_or_assign(name, mx::reshape(t.at(name), {2, 64})); });
+  expect_contains(load_error<WeightError>(), {"model.safetensors", "tensor '" + name + "'", "[2, 64]", "expected [128]"});
+}
+
+TEST_F(LoadErrors, TransposedDenseWeight) {
+  use("llama-bf16");
+  const std::string name = "model.layers.1.self_attn.k_proj.weight";  // [64, 128]
+  edit_weights([&](Tensors& t) { t.insert_or_assign(name, mx::transpose(t.at(name))); });
+  expect_contains(load_error<WeightError>(), {"model.safetensors", "tensor '" + name + "'", "[128, 64]", "expected [64, 128]"});
+}
+
+TEST_F(LoadErrors, LeftoverTensor) {
+  use("llama-q4g64");
+  edit_weights([](Tensors& t) { t.insert_or_assign("model.layers.0.self_attn.extra.weight", mx::zeros({4})); });
+  expect_contains(load_error<WeightError>(),
+                  {"model.safetensors", "tensor 'model.layers.0.self_attn.extra.weight'", "not used"});
+}
+
+TEST_F(LoadErrors, LeftoverTensorNamesItsShard) {
+  use("llama-q4g64-sharded");
+  edit_weights([](Tensors& t) { t.insert_or_assign("vision_tower.weight", mx::zeros({4})); },
+               "model-00002-of-00002.safetensors");
+  expect_contains(load_error<WeightError>(), {"model-00002-of-00002.safetensors", "tensor 'vision_tower.weight'"});
+}
+
+TEST_F(LoadErrors, UntiedHeadWithoutLmHead) {
+  use("llama-q4g64");
+  edit_config([](json& c) { c["tie_word_embeddings"] = false; });
+  expect_contains(load_error<WeightError>(), {"model.safetensors", "tensor 'lm_head.", "missing"});
+}
+
+TEST_F(LoadErrors, TruncatedWeights) {
+  use("llama-q4g64");
+  auto file = model_ / "model.safetensors";
+  fs::resize_file(file, fs::file_size(file) - 64);
+  expect_contains(load_error<WeightError>(), {file.string(), "tensor '", "past the end of the data"});
+}
+
+TEST_F(LoadErrors, UnknownModelType) {
+  use("llama-q4g64");
+  edit_config([](json& c) { c["model_type"] = "gpt9"; });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'model_type'", "'gpt9'", "known: llama"});
+}
+
+TEST_F(LoadErrors, IllTypedRequiredField) {
+  use("llama-q4g64");
+  edit_config([](json& c) { c["hidden_size"] = "128"; });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'hidden_size'", "expected an integer", "\"128\""});
+  edit_config([](json& c) { c["hidden_size"] = 1e300; });  // used to be an undefined cast
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'hidden_size'"});
+  edit_config([](json& c) { c["hidden_size"] = 128; c["rms_norm_eps"] = "1e-5"; });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'rms_norm_eps'", "expected a number"});
+}
+
+TEST_F(LoadErrors, MissingRequiredField) {
+  use("llama-q4g64");
+  edit_config([](json& c) { c.erase("num_hidden_layers"); });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'num_hidden_layers'", "missing"});
+}
+
+TEST_F(LoadErrors, OutOfRangeDimensions) {
+  use("llama-q4g64");
+  edit_config([](json& c) { c["num_hidden_layers"] = 0; });
+  expect_contains(load_error<ConfigError>(), {config().string(), "must be positive"});
+  edit_config([](json& c) { c["num_hidden_layers"] = 2; c["num_key_value_heads"] = 3; });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'num_key_value_heads'"});
+}
+
+TEST_F(LoadErrors, ConfigDisagreesWithTheWeights) {
+  use("llama-q4g64");
+  edit_config([](json& c) { c["num_hidden_layers"] = 3; });
+  expect_contains(load_error<WeightError>(), {"model.safetensors", "tensor 'model.layers.2.", "missing"});
+  edit_config([](json& c) { c["num_hidden_layers"] = 1; });
+  expect_contains(load_error<WeightError>(), {"model.safetensors", "tensor 'model.layers.1.", "not used"});
+  edit_config([](json& c) { c["num_hidden_layers"] = 2; c["vocab_size"] = 500; });
+  expect_contains(load_error<WeightError>(), {"model.safetensors", "tensor 'model.embed_tokens.", "expected [500, "});
+}
+
+TEST_F(LoadErrors, BadRopeScaling) {
+  use("llama-q4g64");
+  edit_config([](json& c) { c["rope_scaling"] = "linear"; });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'rope_scaling'", "expected an object"});
+  edit_config([](json& c) { c["rope_scaling"] = {{"type", "foo"}, {"factor", 2.0}}; });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'rope_scaling.type'", "'foo' is not supported"});
+  edit_config([](json& c) { c["rope_scaling"] = {{"rope_type", 3}}; });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'rope_scaling.rope_type'", "expected a string"});
+}
+
+TEST_F(LoadErrors, BadQuantizationBlock) {
+  use("llama-q4g64");
+  edit_config([](json& c) { c["quantization"]["bits"] = 7; });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'quantization'", "bits=7"});
+}
+
+TEST_F(LoadErrors, PerPathOverrideDisagreesWithTheWeights) {
+  use("llama-q4g64");  // stored 4-bit / group 64; the override claims 8-bit / group 32
+  edit_config([](json& c) { c["quantization"]["model.layers.0.mlp.up_proj"] = {{"bits", 8}, {"group_size", 32}}; });
+  expect_contains(load_error<WeightError>(), {"model.safetensors", "tensor 'model.layers.0.mlp.up_proj.weight'", "expected [256, 32]"});
+}
+
+TEST_F(LoadErrors, BadLayerTypes) {
+  use("llama-bf16");
+  edit_config([](json& c) { c["layer_types"] = json::array({"full_attention"}); });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'layer_types'"});
+  edit_config([](json& c) { c["layer_types"] = json::array({"full_attention", "global"}); });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'layer_types'", "global"});
+}

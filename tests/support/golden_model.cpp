@@ -1,0 +1,43 @@
+#include "golden_model.h"
+
+#include <filesystem>
+#include <stdexcept>
+
+#include <mlx/io.h>
+#include <mlx/ops.h>
+
+#include "test_support.h"
+
+namespace mx = mlx::core;
+
+namespace mlxcpp::test {
+
+const std::vector<std::string>& tiny_model_names() {
+  static const std::vector<std::string> kNames = {
+      "llama-bf16",  "llama-q4g64",        "llama-q8g32",     "llama3rope-untied-q4g64",
+      "llama-swa-bf16", "llama-mixed",     "llama-q4g64-sharded", "qwen2-bf16",
+      "qwen2-q4g64", "qwen2-q8g32", "llama-q2g32", "llama-q3g128", "llama-q5g64", "llama-q6g32",
+      "llama-mxfp4", "llama-nvfp4", "llama-mxfp8", "mistral-yarn-bias-bf16", "llama-linear-untied-bf16",
+      "llama-dynamic-bf16", "smollm3-q4g64",
+      "gemma3-text-bf16", "gemma3-text-q4g64", "gemma3-nested-untied-bf16"};
+  return kNames;
+}
+
+std::string tiny_model_dir(const std::string& name) { return (golden_dir() / "models" / name).string(); }
+
+std::map<std::string, mx::array> model_golden(const std::string& name) {
+  auto path = golden_dir() / "logits" / (name + ".safetensors");
+  if (!std::filesystem::exists(path)) {
+    throw std::runtime_error(path.string() + " is missing: run 'make goldens'");
+  }
+  auto loaded = mx::load_safetensors(path.string());
+  return {loaded.first.begin(), loaded.first.end()};
+}
+
+std::vector<int> to_ints(const mx::array& a) {
+  auto b = mx::astype(a, mx::int32);
+  mx::eval(b);
+  return std::vector<int>(b.data<int>(), b.data<int>() + b.size());
+}
+
+}  // namespace mlxcpp::test

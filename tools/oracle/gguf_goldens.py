@@ -1,0 +1,154 @@
+"""Goldens for `mlxcpp convert --gguf`: tiny llama GGUF files written by gguf-py, and the tensors an
+exact conversion must produce.
+
+Usage: .venv/bin/python tools/oracle/gguf_goldens.py GOLDEN_DIR
+Reads GOLDEN_DIR/models/llama-bf16 (tiny_models.py) and writes GOLDEN_DIR/gguf/:
+  tiny-llama-<case>.gguf           the checkpoint as llama.cpp's convert_hf_to_gguf.py lays it out:
+                                   llama.* metadata, Q/K rows `permute`d, a small gpt2 vocabulary
+  tiny-llama-<case>.expected.safetensors
+                                   HF names -> float32: gguf.quants.dequantize of each stored
+                                   tensor with the permutation undone (what mlx must compute from
+                                   our snapshot: mx.dequantize or the dense tensor)
+  cases.json                       case -> {gguf, expected, types}
+Cases: q8_0 (every matrix Q8_0), q4_0 (matrices Q4_0, embedding Q8_0: per-path overrides),
+f16 (matrices F16). Norms are F32 throughout.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import gguf
+import mlx.core as mx
+import numpy as np
+from gguf import GGMLQuantizationType as T
+from safetensors.numpy import save_file
+
+NAMES = {
+    "model.embed_tokens.weight": "token_embd.weight",
+    "model.norm.weight": "output_norm.weight",
+    "lm_head.weight": "output.weight",
+}
+BLOCK = {
+    "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
+    "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+}
+
+
+def gguf_name(hf):
+    if hf in NAMES:
+        return NAMES[hf]
+    _, _, layer, rest = hf.split(".", 3)
+    part, suffix = rest.rsplit(".", 1)
+    return f"blk.{layer}.{BLOCK[part]}.{suffix}"
+
+
+def permute(w, n_head):  # convert_hf_to_gguf.py LlamaModel.permute
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def unpermute(w, n_head):
+    return w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def byte_chars():  # GPT-2's bytes_to_unicode
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return [chr(c) for _, c in sorted(zip(bs, cs))]
+
+
+def vocab(size):
+    tokens = byte_chars()
+    merges, seen = [], set(tokens)
+    letters = [tokens[b] for b in b" etaoinshrdlucmfwypvbgkjqxz"]
+    for a in letters:
+        for b in letters:
+            if len(tokens) == size - 1:
+                break
+            if a + b not in seen:
+                tokens.append(a + b)
+                merges.append(f"{a} {b}")
+                seen.add(a + b)
+    tokens.append("<|endoftext|>")
+    types = [gguf.TokenType.NORMAL] * (len(tokens) - 1) + [gguf.TokenType.CONTROL]
+    return tokens, types, merges
+
+
+def write_case(case, weights, cfg, out):
+    heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    path = out / f"tiny-llama-{case}.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name(f"tiny-llama-{case}")
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv_heads)
+    w.add_rope_freq_base(cfg["rope_theta"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_vocab_size(cfg["vocab_size"])
+    w.add_rope_dimension_count(cfg["hidden_size"] // heads)
+    tokens, types, merges = vocab(cfg["vocab_size"])
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("gpt-2")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(len(tokens) - 1)
+    w.add_eos_token_id(len(tokens) - 1)
+    expected, used = {}, set()
+    for hf, arr in sorted(weights.items()):
+        data = np.array(arr.astype(mx.float32))
+        if hf.endswith("q_proj.weight"):
+            data = permute(data, heads)
+        elif hf.endswith("k_proj.weight"):
+            data = permute(data, kv_heads)
+        if data.ndim == 1:
+            qtype = T.F32
+        elif case == "f16":
+            qtype = T.F16
+        elif case == "q4_0" and not hf.startswith("model.embed_tokens"):
+            qtype = T.Q4_0
+        else:
+            qtype = T.Q8_0
+        used.add(qtype.name)
+        stored = gguf.quants.quantize(data, qtype)
+        w.add_tensor(gguf_name(hf), stored, raw_dtype=qtype)
+        ref = gguf.quants.dequantize(stored, qtype).astype(np.float32)
+        if hf.endswith("q_proj.weight"):
+            ref = unpermute(ref, heads)
+        elif hf.endswith("k_proj.weight"):
+            ref = unpermute(ref, kv_heads)
+        expected[hf] = np.ascontiguousarray(ref)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    exp_path = out / f"tiny-llama-{case}.expected.safetensors"
+    save_file(expected, str(exp_path), metadata={"source": "gguf-py dequantize, permutation undone"})
+    return {"gguf": path.name, "expected": exp_path.name, "types": sorted(used)}
+
+
+def main():
+    golden = Path(sys.argv[1])
+    src = golden / "models" / "llama-bf16"
+    cfg = json.loads((src / "config.json").read_text())
+    weights = {}
+    for f in sorted(src.glob("*.safetensors")):
+        weights.update(mx.load(str(f)))
+    out = golden / "gguf"
+    out.mkdir(parents=True, exist_ok=True)
+    cases = {case: write_case(case, weights, cfg, out) for case in ("q8_0", "q4_0", "f16")}
+    (out / "cases.json").write_text(json.dumps(cases, indent=2) + "\n")
+    print(f"gguf goldens: {', '.join(cases)} -> {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""Builds tiny deterministic MLX checkpoints with mlx-lm's own model classes.
+
+Usage: python tools/oracle/tiny_models.py OUTDIR   -> OUTDIR/models/<name>/
+Each snapshot is what mlx-lm itself would save (config.json + safetensors + index).
+"""
+import copy
+import json
+import sys
+from pathlib import Path
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx.utils import tree_flatten
+from mlx_lm.models import gemma3, gemma3_text, llama, qwen2, smollm3
+from mlx_lm.utils import quantize_model, save_config, save_model
+
+BASE = {
+    "hidden_size": 128,
+    "num_hidden_layers": 2,
+    "intermediate_size": 256,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "rms_norm_eps": 1e-5,
+    "vocab_size": 512,
+    "max_position_embeddings": 2048,
+}
+
+LLAMA = {**BASE, "model_type": "llama", "rope_theta": 10000.0, "tie_word_embeddings": True}
+QWEN2 = {**BASE, "model_type": "qwen2", "rope_theta": 1000000.0, "tie_word_embeddings": True}
+LLAMA3 = {
+    **LLAMA,
+    "tie_word_embeddings": False,
+    "rope_theta": 500000.0,
+    "rope_scaling": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 64,
+    },
+}
+LLAMA_SWA = {
+    **LLAMA,
+    "num_hidden_layers": 3,
+    "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+    "sliding_window": 8,
+}
+
+MISTRAL_YARN = {
+    **LLAMA,
+    "model_type": "mistral",
+    "head_dim": 48,
+    "attention_bias": True,
+    "mlp_bias": True,
+    "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64},
+}
+LLAMA_LINEAR = {**LLAMA, "tie_word_embeddings": False, "rope_scaling": {"type": "linear", "factor": 2.0}}
+LLAMA_DYNAMIC = {**LLAMA, "max_position_embeddings": 16, "rope_scaling": {"type": "dynamic", "factor": 2.0}}
+SMOLLM3 = {**LLAMA, "model_type": "smollm3", "num_hidden_layers": 4, "no_rope_layer_interval": 2}
+# 7 layers with pattern 3: sliding layers 0,1,3,4,6 and global 2,5; a window of 8 wraps the
+# rotating caches within the goldens' 20 + 16 tokens. head_dim * heads != hidden on purpose.
+GEMMA3_TEXT = {
+    **BASE,
+    "model_type": "gemma3_text",
+    "num_hidden_layers": 7,
+    "head_dim": 48,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0,
+    "rope_local_base_freq": 10000.0,
+    "query_pre_attn_scalar": 32,
+    "sliding_window": 8,
+    "sliding_window_pattern": 3,
+}
+# The multimodal layout (weights under language_model.) with a linear-scaled global rope, untied.
+GEMMA3_NESTED = {
+    "model_type": "gemma3",
+    "vocab_size": 512,
+    "text_config": {
+        **{k: v for k, v in GEMMA3_TEXT.items() if k != "vocab_size"},
+        "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+    },
+}
+
+# name -> (config, quantization: None | (bits, group_size[, mode]) | "mixed")
+SPECS = {
+    "llama-bf16": (LLAMA, None),
+    "llama-q4g64": (LLAMA, (4, 64)),
+    "llama-q8g32": (LLAMA, (8, 32)),
+    "llama3rope-untied-q4g64": (LLAMA3, (4, 64)),
+    "llama-swa-bf16": (LLAMA_SWA, None),
+    "llama-mixed": (LLAMA, "mixed"),
+    "llama-q2g32": (LLAMA, (2, 32)),
+    "llama-q3g128": (LLAMA, (3, 128)),
+    "llama-q5g64": (LLAMA, (5, 64)),
+    "llama-q6g32": (LLAMA, (6, 32)),
+    "llama-mxfp4": (LLAMA, (4, 32, "mxfp4")),
+    "llama-nvfp4": (LLAMA, (4, 16, "nvfp4")),
+    "llama-mxfp8": (LLAMA, (8, 32, "mxfp8")),
+    "mistral-yarn-bias-bf16": (MISTRAL_YARN, None),
+    "llama-linear-untied-bf16": (LLAMA_LINEAR, None),
+    "llama-dynamic-bf16": (LLAMA_DYNAMIC, None),
+    "smollm3-q4g64": (SMOLLM3, (4, 64)),
+    "qwen2-bf16": (QWEN2, None),
+    "qwen2-q4g64": (QWEN2, (4, 64)),
+    "qwen2-q8g32": (QWEN2, (8, 32)),
+    "gemma3-text-bf16": (GEMMA3_TEXT, None),
+    "gemma3-text-q4g64": (GEMMA3_TEXT, (4, 64)),
+    "gemma3-nested-untied-bf16": (GEMMA3_NESTED, None),
+}
+
+MODULES = {
+    "llama": llama,
+    "mistral": llama,
+    "qwen2": qwen2,
+    "smollm3": smollm3,
+    "gemma3_text": gemma3_text,
+    "gemma3": gemma3,
+}
+
+
+def gemma_setup(model, tie):
+    """Gemma norm weights init to ones (all equal): perturb them so each norm is exercised, and
+    tie the head as sanitize() does when a checkpoint has no lm_head.weight."""
+    norms = [(k, v + 0.2 * mx.random.normal(v.shape)) for k, v in tree_flatten(model.parameters()) if k.endswith("norm.weight")]
+    model.load_weights(norms, strict=False)
+    if tie:
+        lm = model.language_model if hasattr(model, "language_model") else model
+        lm.pop("lm_head")
+        lm.tie_word_embeddings = True
+
+
+def build(name, config, quant, seed):
+    mx.random.seed(seed)
+    mod = MODULES[config["model_type"]]
+    model = mod.Model(mod.ModelArgs.from_dict(copy.deepcopy(config)))
+    if config["model_type"].startswith("gemma3"):
+        gemma_setup(model, tie="untied" not in name)
+    model.set_dtype(mx.bfloat16)
+    mx.eval(model.parameters())
+    config = copy.deepcopy(config)
+    if quant == "mixed":
+        # Per-path overrides: 8-bit g32 attention, embedding left unquantized, the rest 4-bit g64.
+        def predicate(path, module):
+            if "embed_tokens" in path:
+                return False
+            if "self_attn" in path:
+                return {"group_size": 32, "bits": 8}
+            return True
+
+        model, config = quantize_model(model, config, 64, 4, quant_predicate=predicate)
+    elif quant is not None:
+        bits, group, mode = (*quant, "affine")[:3]
+        model, config = quantize_model(model, config, group, bits, mode=mode)
+    return model, config
+
+
+def main(out):
+    root = Path(out) / "models"
+    for i, (name, (config, quant)) in enumerate(SPECS.items()):
+        model, cfg = build(name, config, quant, seed=1234 + i)
+        path = root / name
+        save_model(path, model)
+        save_config(cfg, config_path=path / "config.json")
+        with open(path / "generation_config.json", "w") as f:
+            json.dump({"eos_token_id": [2, 3]}, f)
+    # A sharded copy of llama-q4g64: two files and the index, as large snapshots come.
+    shard_copy(root / "llama-q4g64", root / "llama-q4g64-sharded")
+
+
+def shard_copy(src, dst):
+    dst.mkdir(parents=True, exist_ok=True)
+    weights = mx.load(str(src / "model.safetensors"))
+    names = sorted(weights)
+    halves = [names[: len(names) // 2], names[len(names) // 2 :]]
+    index = {"metadata": {}, "weight_map": {}}
+    for i, part in enumerate(halves):
+        fname = f"model-{i + 1:05d}-of-00002.safetensors"
+        mx.save_safetensors(str(dst / fname), {k: weights[k] for k in part}, metadata={"format": "mlx"})
+        for k in part:
+            index["weight_map"][k] = fname
+    with open(dst / "model.safetensors.index.json", "w") as f:
+        json.dump(index, f, indent=2)
+    for extra in ["config.json", "generation_config.json"]:
+        (dst / extra).write_text((src / extra).read_text())
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
