@@ -27,6 +27,30 @@ struct Avx2 {
     return _mm_cvtss_f32(s);
   }
 
+  static float f16(uint16_t bits) { return _cvtsh_ss(bits); }
+
+  // Eight scales (or biases) from element i, as floats.
+  template <ScaleType ST>
+  static vec load8(const void* p, long i) {
+    if constexpr (ST == ScaleType::kF32) {
+      return _mm256_loadu_ps(static_cast<const float*>(p) + i);
+    } else {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i));
+      if constexpr (ST == ScaleType::kF16) return _mm256_cvtph_ps(h);
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+  }
+  // sum_i p[off + i] * xs[i] over n values (the bias term of a row).
+  template <ScaleType ST>
+  static float dot_scales(const void* p, long off, const float* xs, int n) {
+    vec acc = zero();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) acc = fma(load8<ST>(p, off + i), load(xs + i), acc);
+    float s = reduce(acc);
+    for (; i < n; ++i) s += load_scale<ST, Avx2>(p, off + i) * xs[i];
+    return s;
+  }
+
   // 16 packed 4-bit values (8 bytes): low nibbles (even elements) and high nibbles (odd).
   static void q4(const uint8_t* p, vec& lo, vec& hi) {
     const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));

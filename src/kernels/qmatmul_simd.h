@@ -42,6 +42,12 @@ inline void block_gs(const QInput& in, const QMatrixView& q, int n, float* out, 
   const int groups = q.k / q.group;
   const long row_bytes = static_cast<long>(q.k) * BITS / 8;
   const auto* base = reinterpret_cast<const uint8_t*>(q.w);
+  // The next block's rows, requested now: decode streams every weight once from memory and the
+  // hardware prefetchers alone fall behind on several interleaved rows.
+  if (n + 2 * NR <= q.n) {
+    const uint8_t* next = base + static_cast<long>(n + NR) * row_bytes;
+    for (long off = 0; off < NR * row_bytes; off += 64) __builtin_prefetch(next + off, 0, 3);
+  }
   vec acc[MB][NR];
   for (int mm = 0; mm < MB; ++mm)
     for (int r = 0; r < NR; ++r) acc[mm][r] = V::zero();
@@ -72,17 +78,14 @@ inline void block_gs(const QInput& in, const QMatrixView& q, int n, float* out, 
       }
     }
     for (int r = 0; r < NR; ++r) {
-      const vec s = V::set1(load_scale<ST>(q.scales, static_cast<long>(n + r) * groups + g));
+      const vec s = V::set1(load_scale<ST, V>(q.scales, static_cast<long>(n + r) * groups + g));
       for (int mm = 0; mm < MB; ++mm) acc[mm][r] = V::fma(ag[mm][r], s, acc[mm][r]);
     }
   }
   for (int mm = 0; mm < MB; ++mm)
     for (int r = 0; r < NR; ++r) {
-      float bsum = 0.f;
-      const long b = static_cast<long>(n + r) * groups;
       const float* xs = in.xsum + static_cast<long>(mm) * groups;
-      for (int g = 0; g < groups; ++g) bsum += load_scale<ST>(q.biases, b + g) * xs[g];
-      out[mm * ldo + n + r] = V::reduce(acc[mm][r]) + bsum;
+      out[mm * ldo + n + r] = V::reduce(acc[mm][r]) + V::template dot_scales<ST>(q.biases, static_cast<long>(n + r) * groups, xs, groups);
     }
 }
 
