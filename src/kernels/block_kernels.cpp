@@ -18,6 +18,14 @@ void silu_mul(const float* g, const float* u, float* y, long n) {
   for (long i = 0; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }
 
+void gelu_mul(const float* g, const float* u, float* y, long n) {
+  const float c = 0.7978845608028654f;  // sqrt(2 / pi)
+  for (long i = 0; i < n; ++i) {
+    const float x = g[i];
+    y[i] = 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x))) * u[i];
+  }
+}
+
 void rope_rows(const RopeSpec& rope, float* x, int rows, int heads, int head_dim, int pos0) {
   const int half = rope.dims / 2;
   std::vector<float> cs(half), sn(half);

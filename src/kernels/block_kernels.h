@@ -17,6 +17,11 @@ void rms_norm_rows(const VecOps& v, const float* x, const float* w, float eps, i
 
 // y = silu(g) * u, elementwise (mlx-lm's swiglu).
 void silu_mul(const float* g, const float* u, float* y, long n);
+// y = gelu_approx(g) * u (mlx.nn.gelu_approx, the tanh form; Gemma's GeGLU).
+void gelu_mul(const float* g, const float* u, float* y, long n);
+
+// The gated activation of an MLP block.
+enum class GluActivation { kSilu, kGeluApprox };
 
 // The rotation of mx.fast.rope for `dims` leading features of each head: angle = pos * scale *
 // inv_freq[i]; traditional rotates pairs (2i, 2i+1), otherwise (i, i + dims/2). `mscale`

@@ -39,7 +39,7 @@ void MlpBlockPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array
   for (const auto& in : inputs) enc.set_input_array(in);
   enc.set_output_array(out);
   enc.dispatch([in = weak_copies(inputs), out = mx::array::unsafe_weak_copy(out), ctx = ctx_, eps = eps_,
-                slots = slots_]() mutable {
+                slots = slots_, act = act_, post = post_norm_]() mutable {
     KernelContext::Timer timer(*ctx);
     std::vector<float> hs;
     const float* h = contiguous_f32(in[0], hs);
@@ -51,9 +51,11 @@ void MlpBlockPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array
         u(static_cast<size_t>(rows) * hidden);
     rms_norm_rows(v, h, in[1].data<float>(), eps, rows, d, xn.data());
     qlinear_many(*ctx, {{view(in, slots[0]), g.data()}, {view(in, slots[1]), u.data()}}, xn.data(), rows);
-    silu_mul(g.data(), u.data(), g.data(), static_cast<long>(rows) * hidden);
+    if (act == GluActivation::kSilu) silu_mul(g.data(), u.data(), g.data(), static_cast<long>(rows) * hidden);
+    else gelu_mul(g.data(), u.data(), g.data(), static_cast<long>(rows) * hidden);
     float* o = out.data<float>();
     qlinear(*ctx, view(in, slots[2]), g.data(), rows, o);
+    if (post >= 0) rms_norm_rows(v, o, in[post].data<float>(), eps, rows, d, o);
     for (long i = 0, n = static_cast<long>(rows) * d; i < n; ++i) o[i] += h[i];
   });
 }
@@ -109,6 +111,10 @@ void AttentionBlockPrimitive::eval_cpu(const std::vector<mx::array>& inputs, std
       qlinear_many(*ctx,
                    {{view(in, s.slots[0]), q.data()}, {view(in, s.slots[1]), k.data()}, {view(in, s.slots[2]), val.data()}},
                    xn.data(), rows);
+      if (s.q_norm >= 0) {
+        rms_norm_rows(v, q.data(), in[s.q_norm].data<float>(), s.eps, rows * s.heads, s.head_dim, q.data());
+        rms_norm_rows(v, k.data(), in[s.k_norm].data<float>(), s.eps, rows * s.kv_heads, s.head_dim, k.data());
+      }
       if (s.rope) {
         rope_rows(*s.rope, q.data(), rows, s.heads, s.head_dim, s.offset);
         rope_rows(*s.rope, k.data(), rows, s.kv_heads, s.head_dim, s.offset);
@@ -127,6 +133,7 @@ void AttentionBlockPrimitive::eval_cpu(const std::vector<mx::array>& inputs, std
       attention(*ctx, as, q.data(), kb, vb, att.data());
       float* ob = o + static_cast<long>(b) * rows * s.d;
       qlinear(*ctx, view(in, s.slots[3]), att.data(), rows, ob);
+      if (s.post_norm >= 0) rms_norm_rows(v, ob, in[s.post_norm].data<float>(), s.eps, rows, s.d, ob);
       for (long i = 0, n = static_cast<long>(rows) * s.d; i < n; ++i) ob[i] += hb[i];
     }
   });

@@ -23,12 +23,14 @@ struct LinearSlot {
   int inputs() const { return has_bias ? 4 : 3; }
 };
 
-// inputs: h [rows, d], norm_w [d], gate, up, down (LinearSlots); output: h + down(silu(gate(n)) * up(n)).
+// inputs: h [rows, d], norm_w [d], gate, up, down (LinearSlots) [, post_w [d]]; output:
+// h + post_norm(down(act(gate(n)) * up(n))) with n = rms_norm(h) (no post_norm without post_w).
 class MlpBlockPrimitive : public mlx::core::UnaryPrimitive {
  public:
   MlpBlockPrimitive(mlx::core::Stream s, std::shared_ptr<const KernelContext> ctx, float eps,
-                    std::vector<LinearSlot> slots)
-      : UnaryPrimitive(s), ctx_(std::move(ctx)), eps_(eps), slots_(std::move(slots)) {}
+                    std::vector<LinearSlot> slots, GluActivation act, int post_norm)
+      : UnaryPrimitive(s), ctx_(std::move(ctx)), eps_(eps), slots_(std::move(slots)), act_(act),
+        post_norm_(post_norm) {}
   void eval_cpu(const std::vector<mlx::core::array>& inputs, mlx::core::array& out) override;
   void eval_gpu(const std::vector<mlx::core::array>& inputs, mlx::core::array& out) override;
   const char* name() const override { return "MlxcppMlpBlock"; }
@@ -40,6 +42,8 @@ class MlpBlockPrimitive : public mlx::core::UnaryPrimitive {
   std::shared_ptr<const KernelContext> ctx_;
   float eps_;
   std::vector<LinearSlot> slots_;  // gate, up, down
+  GluActivation act_;
+  int post_norm_;  // input index of the post-norm weight, -1: none
 };
 
 struct AttentionBlockSpec {
@@ -50,9 +54,11 @@ struct AttentionBlockSpec {
   std::vector<LinearSlot> slots;          // q, k, v, o
   int cache_first;                        // index of the key cache; the value cache follows
   bool exclusive = false;                 // write the caches in place (see AttentionBlockArgs)
+  int q_norm = -1, k_norm = -1;           // input indices of per-head q/k norm weights (-1: none)
+  int post_norm = -1;                     // input index of the o projection's post-norm weight
 };
 
-// inputs: h [B, L, d], norm_w, q, k, v, o (LinearSlots), key cache, value cache
+// inputs: h [B, L, d], norm_w, q, k, v, o (LinearSlots), [q/k/post norm weights,] key cache, value cache
 // ([B, kv_heads, cap, head_dim] float32); outputs: h + o(attn), updated key and value caches
 // (the input buffers, updated in place when spec.exclusive says nobody else holds them; else
 // copied first and counted in KernelContext::cache_copies).

@@ -52,6 +52,11 @@ std::optional<std::pair<mx::array, mx::array>> kernel_scales(const mx::array& sc
 
 namespace {
 
+// A norm weight the block kernels read in place: float32 [d], contiguous.
+bool norm_ok(const mx::array& w, int d) {
+  return w.dtype() == mx::float32 && w.ndim() == 1 && w.shape(0) == d && w.flags().row_contiguous;
+}
+
 bool block_ok(const BlockLinear& l) {
   return qmatmul_supported(l.bits, l.group) && scale_type(l.scales.dtype()) && l.scales.dtype() == l.biases.dtype() &&
          l.w.dtype() == mx::uint32 && l.w.ndim() == 2 && l.w.flags().row_contiguous &&
@@ -76,32 +81,48 @@ LinearSlot add_linear(std::vector<mx::array>& inputs, const BlockLinear& l) {
 }  // namespace
 
 std::optional<mx::array> mlp_block(const mx::array& h, const mx::array& norm_w, float eps, const BlockLinear& gate,
-                                   const BlockLinear& up, const BlockLinear& down, const FastPath& fast) {
-  if (!use_fast(fast) || h.dtype() != mx::float32 || norm_w.dtype() != mx::float32 || !block_ok(gate) ||
-      !block_ok(up) || !block_ok(down)) {
+                                   const BlockLinear& up, const BlockLinear& down, const FastPath& fast,
+                                   GluActivation act, const std::optional<mx::array>& post_norm) {
+  if (!use_fast(fast) || h.dtype() != mx::float32 || !norm_ok(norm_w, h.shape(-1)) || !block_ok(gate) ||
+      !block_ok(up) || !block_ok(down) || (post_norm && !norm_ok(*post_norm, h.shape(-1)))) {
     return std::nullopt;
   }
   std::vector<mx::array> inputs{h, norm_w};
   std::vector<LinearSlot> slots;
   for (const auto* l : {&gate, &up, &down}) slots.push_back(add_linear(inputs, *l));
+  int post = -1;
+  if (post_norm) {
+    post = static_cast<int>(inputs.size());
+    inputs.push_back(*post_norm);
+  }
   auto s = mx::default_stream(mx::Device::cpu);
-  return mx::array(h.shape(), mx::float32, std::make_shared<MlpBlockPrimitive>(s, fast, eps, std::move(slots)),
-                   std::move(inputs));
+  return mx::array(h.shape(), mx::float32,
+                   std::make_shared<MlpBlockPrimitive>(s, fast, eps, std::move(slots), act, post), std::move(inputs));
 }
 
 std::optional<std::vector<mx::array>> attention_block(const mx::array& h, const mx::array& norm_w, const BlockLinear& q,
                                                       const BlockLinear& k, const BlockLinear& v, const BlockLinear& o,
                                                       const mx::array& k_cache, const mx::array& v_cache,
                                                       const AttentionBlockArgs& a, const FastPath& fast) {
-  if (!use_fast(fast) || h.dtype() != mx::float32 || h.ndim() != 3 || norm_w.dtype() != mx::float32 ||
+  if (!use_fast(fast) || h.dtype() != mx::float32 || h.ndim() != 3 || !norm_ok(norm_w, h.shape(2)) ||
       !block_ok(q) || !block_ok(k) || !block_ok(v) || !block_ok(o) || k_cache.dtype() != mx::float32 ||
-      v_cache.dtype() != mx::float32 || k_cache.shape(3) != a.head_dim || v_cache.shape(3) != a.head_dim) {
+      v_cache.dtype() != mx::float32 || k_cache.shape(3) != a.head_dim || v_cache.shape(3) != a.head_dim ||
+      a.q_norm.has_value() != a.k_norm.has_value() || (a.q_norm && !norm_ok(*a.q_norm, a.head_dim)) ||
+      (a.k_norm && !norm_ok(*a.k_norm, a.head_dim)) || (a.post_norm && !norm_ok(*a.post_norm, h.shape(2)))) {
     return std::nullopt;
   }
   AttentionBlockSpec spec{h.shape(0), h.shape(1), h.shape(2), a.heads, a.kv_heads, a.head_dim, a.offset,
                           a.eps, a.scale, a.window, a.rope, {}, 0, a.exclusive};
   std::vector<mx::array> inputs{h, norm_w};
   for (const auto* l : {&q, &k, &v, &o}) spec.slots.push_back(add_linear(inputs, *l));
+  auto add_norm = [&](const std::optional<mx::array>& w) {
+    if (!w) return -1;
+    inputs.push_back(*w);
+    return static_cast<int>(inputs.size()) - 1;
+  };
+  spec.q_norm = add_norm(a.q_norm);
+  spec.k_norm = add_norm(a.k_norm);
+  spec.post_norm = add_norm(a.post_norm);
   spec.cache_first = static_cast<int>(inputs.size());
   inputs.push_back(k_cache);
   inputs.push_back(v_cache);

@@ -39,11 +39,13 @@ struct BlockLinear {
   int bits, group;
 };
 
-// h + down(silu(gate(rms_norm(h))) * up(rms_norm(h))) in one primitive; nullopt where the fast
-// path does not apply (the caller composes stock ops).
+// h + down(act(gate(n)) * up(n)), n = rms_norm(h), in one primitive; with post_norm (Gemma 3)
+// the down projection's output is RMS-normed with those weights before the residual add.
+// nullopt where the fast path does not apply (the caller composes stock ops).
 std::optional<mlx::core::array> mlp_block(const mlx::core::array& h, const mlx::core::array& norm_w, float eps,
                                           const BlockLinear& gate, const BlockLinear& up, const BlockLinear& down,
-                                          const FastPath& fast);
+                                          const FastPath& fast, GluActivation act = GluActivation::kSilu,
+                                          const std::optional<mlx::core::array>& post_norm = std::nullopt);
 
 struct AttentionBlockArgs {
   int heads, kv_heads, head_dim, offset;
@@ -51,6 +53,9 @@ struct AttentionBlockArgs {
   std::optional<int> window;
   std::shared_ptr<const RopeSpec> rope;
   bool exclusive = false;  // the caches' buffers are the caller's alone: update them in place
+  // Gemma 3: RMSNorm (eps) of each head's q and k before rope (weights [head_dim]), and of the
+  // o projection's output before the residual add (weights [d]). float32.
+  std::optional<mlx::core::array> q_norm, k_norm, post_norm;
 };
 
 // {h + o(attention), key cache, value cache}: norm, q/k/v, rope, cache write at `offset`,

@@ -16,6 +16,7 @@
 #include "models/registry.h"
 #include "nn/attention.h"
 #include "nn/embedding.h"
+#include "nn/fused_attention.h"
 #include "nn/gemma_norm.h"
 #include "nn/geglu.h"
 #include "nn/rope.h"
@@ -126,6 +127,14 @@ class Attention {
     k_norm_.collect(out);
   }
 
+  // The whole sub-block h + post_norm(attn(in_norm(h))) for the fused primitive.
+  FusedAttentionLayer fused_layer(const GemmaRMSNorm& in_norm, const GemmaRMSNorm& post_norm,
+                                  std::optional<int> window) const {
+    return {in_norm.weight(), in_norm.eps(), q_, k_, v_, o_, &rope_, heads_, kv_heads_,
+            static_cast<int>(q_norm_.weight().shape(0)), scale_, window, q_norm_.weight(), k_norm_.weight(),
+            post_norm.weight()};
+  }
+
  private:
   Linear q_, k_, v_, o_;
   GemmaRMSNorm q_norm_, k_norm_;
@@ -137,7 +146,9 @@ class Attention {
 class Block {
  public:
   Block(const Gemma3Args& a, const LoadContext& ctx, const std::string& p, bool global)
-      : attn_(a, ctx, p + ".self_attn", global),
+      : fast_(ctx.fast),
+        window_(global ? std::nullopt : std::optional<int>(a.sliding_window)),
+        attn_(a, ctx, p + ".self_attn", global),
         mlp_(GeGLUMLP::load(ctx, p + ".mlp", a.hidden, a.intermediate)),
         input_norm_(GemmaRMSNorm::load(ctx, p + ".input_layernorm", a.hidden, a.eps)),
         post_attn_norm_(GemmaRMSNorm::load(ctx, p + ".post_attention_layernorm", a.hidden, a.eps)),
@@ -145,8 +156,13 @@ class Block {
         post_ff_norm_(GemmaRMSNorm::load(ctx, p + ".post_feedforward_layernorm", a.hidden, a.eps)) {}
 
   mx::array operator()(const mx::array& x, const AttentionMask& mask, KVCacheBase* cache) const {
-    auto h = clip_residual(x, post_attn_norm_(attn_(input_norm_(x), mask, cache)));
-    return clip_residual(h, post_ff_norm_(mlp_(pre_ff_norm_(h))));
+    std::optional<mx::array> h;
+    // The fused block (float32 only, where clip_residual is a plain add).
+    if (fast_ && input_norm_.eps() == post_attn_norm_.eps()) {
+      h = fused_attention_block(x, attn_.fused_layer(input_norm_, post_attn_norm_, window_), cache, fast_);
+    }
+    if (!h) h = clip_residual(x, post_attn_norm_(attn_(input_norm_(x), mask, cache)));
+    return mlp_.residual(*h, pre_ff_norm_, post_ff_norm_, fast_, clip_residual);
   }
 
   void collect(std::vector<mx::array>& out) const {
@@ -156,6 +172,8 @@ class Block {
   }
 
  private:
+  kernels::FastPath fast_;
+  std::optional<int> window_;  // sliding-window layers
   Attention attn_;
   GeGLUMLP mlp_;
   GemmaRMSNorm input_norm_, post_attn_norm_, pre_ff_norm_, post_ff_norm_;
@@ -166,7 +184,8 @@ class Gemma3Model final : public Model {
   Gemma3Model(Gemma3Args a, const LoadContext& ctx)
       : args_(std::move(a)),
         embed_(Embedding::load(ctx, args_.prefix + "model.embed_tokens", args_.vocab, args_.hidden)),
-        norm_(GemmaRMSNorm::load(ctx, args_.prefix + "model.norm", args_.hidden, args_.eps)) {
+        norm_(GemmaRMSNorm::load(ctx, args_.prefix + "model.norm", args_.hidden, args_.eps)),
+        fast_(ctx.fast) {
     for (int i = 0; i < args_.layers; ++i) {
       blocks_.emplace_back(args_, ctx, fmt::format("{}model.layers.{}", args_.prefix, i), args_.is_global(i));
     }
@@ -201,7 +220,9 @@ class Gemma3Model final : public Model {
   LayerCaches make_cache() const override {
     LayerCaches c;
     for (int i = 0; i < args_.layers; ++i) {
-      if (args_.is_global(i)) c.push_back(std::make_unique<KVCache>());
+      // Fast mode: plain caches everywhere; the fused block masks sliding-window layers itself
+      // (the same attention as the rotating cache's, which keeps just the window's keys).
+      if (args_.is_global(i) || fast_) c.push_back(std::make_unique<KVCache>());
       else c.push_back(std::make_unique<RotatingKVCache>(args_.sliding_window));
     }
     return c;
@@ -225,6 +246,7 @@ class Gemma3Model final : public Model {
   std::vector<Block> blocks_;
   GemmaRMSNorm norm_;
   std::optional<Linear> lm_head_;
+  kernels::FastPath fast_;
   mx::array embed_scale_ = mx::array(1.0f);
 };
 

@@ -136,7 +136,7 @@ class Attention {
   }
 
   FusedAttentionLayer fused_layer(const RMSNorm& norm) const {
-    return {norm, q_, k_, v_, o_, rope_ ? &*rope_ : nullptr, heads_, kv_heads_, head_dim_, scale_};
+    return {norm.weight(), norm.eps(), q_, k_, v_, o_, rope_ ? &*rope_ : nullptr, heads_, kv_heads_, head_dim_, scale_};
   }
 
  private:

@@ -6,7 +6,8 @@ namespace mlxcpp {
 
 std::optional<mx::array> fused_attention_block(const mx::array& x, const FusedAttentionLayer& layer,
                                                KVCacheBase* cache, const kernels::FastPath& fast) {
-  // Only a plain KVCache: its mask is causal (or none for one token), which the kernel applies.
+  // Only a plain KVCache: its mask is causal (or none for one token) or, for a sliding-window
+  // layer, causal within the window; the kernel applies either.
   auto* kv = dynamic_cast<KVCache*>(cache);
   if (!kernels::use_fast(fast) || kv == nullptr || x.dtype() != mx::float32 || x.ndim() != 3) return std::nullopt;
   std::shared_ptr<const kernels::RopeSpec> rope;
@@ -17,8 +18,11 @@ std::optional<mx::array> fused_attention_block(const mx::array& x, const FusedAt
   auto q = layer.q.block_view(), k = layer.k.block_view(), v = layer.v.block_view(), o = layer.o.block_view();
   if (!q || !k || !v || !o) return std::nullopt;
   const int batch = x.shape(0), L = x.shape(1);
-  kernels::AttentionBlockArgs args{layer.heads, layer.kv_heads, layer.head_dim, kv->offset(),
-                                   layer.norm.eps(), layer.scale, std::nullopt, std::move(rope)};
+  kernels::AttentionBlockArgs args{layer.heads, layer.kv_heads, layer.head_dim, kv->offset(), layer.eps,
+                                   layer.scale, layer.window, std::move(rope)};
+  args.q_norm = layer.q_norm;
+  args.k_norm = layer.k_norm;
+  args.post_norm = layer.post_norm;
   if (!kv->empty()) {
     auto state = kv->state_to_eval();  // looked at, not kept
     if (state[0].dtype() != mx::float32 || state[0].shape(0) != batch || state[0].shape(1) != layer.kv_heads ||
@@ -30,7 +34,7 @@ std::optional<mx::array> fused_attention_block(const mx::array& x, const FusedAt
   // The block writes the new rows into the buffers themselves when nobody else holds them.
   // (MLX's is_donatable cannot tell: the graph and the block's sibling outputs hold them too.)
   args.exclusive = kv->exclusive();
-  auto out = kernels::attention_block(x, layer.norm.weight(), *q, *k, *v, *o, kc, vc, args, fast);
+  auto out = kernels::attention_block(x, layer.norm_w, *q, *k, *v, *o, kc, vc, args, fast);
   if (!out) {
     kv->commit_update(std::move(kc), std::move(vc), 0, args.exclusive);  // untouched: give them back
     return std::nullopt;

@@ -1,5 +1,6 @@
-// A pre-norm attention block (norm, q/k/v, rope, KV-cache write, causal attention, o
-// projection, residual) as one primitive on the CPU fast path. Families call it first and
+// A pre-norm attention block (norm, q/k/v, [q/k norms,] rope, KV-cache write, causal or
+// sliding-window attention, o projection, [post-norm,] residual) as one primitive on the CPU
+// fast path. Families call it first and
 // compose stock ops when it returns nullopt (parity mode, GPU, layouts or caches not covered).
 #pragma once
 
@@ -16,11 +17,15 @@
 namespace mlxcpp {
 
 struct FusedAttentionLayer {
-  const RMSNorm& norm;
+  mlx::core::array norm_w;  // the input norm's effective weight (Gemma: 1 + weight)
+  float eps;
   const Linear &q, &k, &v, &o;
   const Rope* rope;  // null: no rotary embedding in this layer
   int heads, kv_heads, head_dim;
   float scale;
+  std::optional<int> window = std::nullopt;  // sliding-window layer (keys older than window masked)
+  // Gemma 3: per-head q/k norms and the post-attention norm (effective weights, same eps).
+  std::optional<mlx::core::array> q_norm = std::nullopt, k_norm = std::nullopt, post_norm = std::nullopt;
 };
 
 std::optional<mlx::core::array> fused_attention_block(const mlx::core::array& x, const FusedAttentionLayer& layer,

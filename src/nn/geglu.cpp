@@ -36,6 +36,21 @@ mx::array GeGLUMLP::operator()(const mx::array& x) const {
   return down_(mx::multiply(gelu_approx(gate_(x)), up_(x)));
 }
 
+mx::array GeGLUMLP::residual(const mx::array& h, const GemmaRMSNorm& pre_norm, const GemmaRMSNorm& post_norm,
+                            const kernels::FastPath& fast, mx::array (*add)(const mx::array&, const mx::array&)) const {
+  if (fast) {
+    auto g = gate_.block_view(), u = up_.block_view(), d = down_.block_view();
+    // One eps for both norms in the kernel (Gemma's are equal).
+    if (g && u && d && pre_norm.eps() == post_norm.eps()) {
+      if (auto out = kernels::mlp_block(h, pre_norm.weight(), pre_norm.eps(), *g, *u, *d, fast,
+                                        kernels::GluActivation::kGeluApprox, post_norm.weight())) {
+        return *out;
+      }
+    }
+  }
+  return add(h, post_norm((*this)(pre_norm(h))));
+}
+
 void GeGLUMLP::collect(std::vector<mx::array>& out) const {
   gate_.collect(out);
   up_.collect(out);

@@ -6,6 +6,7 @@
 
 #include <mlx/array.h>
 
+#include "nn/gemma_norm.h"
 #include "nn/linear.h"
 
 namespace mlxcpp {
@@ -17,6 +18,11 @@ class GeGLUMLP {
  public:
   static GeGLUMLP load(const LoadContext& ctx, const std::string& path, int dims, int hidden);
   mlx::core::array operator()(const mlx::core::array& x) const;
+  // Gemma 3's MLP sub-block: h + post_norm(mlp(pre_norm(h))); one fused primitive on the CPU
+  // fast path, else stock ops (`add` is the residual add, clip_residual in Gemma 3).
+  mlx::core::array residual(const mlx::core::array& h, const GemmaRMSNorm& pre_norm, const GemmaRMSNorm& post_norm,
+                            const kernels::FastPath& fast,
+                            mlx::core::array (*add)(const mlx::core::array&, const mlx::core::array&)) const;
   void collect(std::vector<mlx::core::array>& out) const;
 
  private:

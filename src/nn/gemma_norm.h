@@ -16,6 +16,9 @@ class GemmaRMSNorm {
   static GemmaRMSNorm load(const LoadContext& ctx, const std::string& path, int dims, float eps);
   mlx::core::array operator()(const mlx::core::array& x) const;
   void collect(std::vector<mlx::core::array>& out) const { out.push_back(scale_); }
+  // The effective weight (1 + weight) and eps, for the fused blocks.
+  const mlx::core::array& weight() const { return scale_; }
+  float eps() const { return eps_; }
 
  private:
   GemmaRMSNorm(mlx::core::array scale, float eps) : scale_(std::move(scale)), eps_(eps) {}

@@ -143,9 +143,11 @@ TEST(FastPathIsa, EveryIsaMatchesParity) {
 // The affine-quantized checkpoints the block primitives cover end to end.
 const std::vector<std::string> kBlockModels = {
     "llama-q4g64", "llama-q8g32", "llama-q2g32", "llama-q3g128", "llama-q5g64", "llama-q6g32", "llama-mixed",
-    "llama3rope-untied-q4g64", "qwen2-q4g64", "qwen2-q8g32", "smollm3-q4g64"};
-// Families on stock ops in fast mode too, except the quantized matmuls (our kernels via nn::Linear).
-const std::vector<std::string> kStockOpModels = {"gemma3-text-q4g64"};
+    "llama3rope-untied-q4g64", "qwen2-q4g64", "qwen2-q8g32", "smollm3-q4g64",
+    // Gemma 3: q/k norms, post-norms, GeGLU, sliding-window layers (window 8) in the blocks.
+    "gemma3-text-q4g64"};
+// Checkpoints whose fast mode runs stock ops except the quantized matmuls (our kernels via nn::Linear).
+const std::vector<std::string> kStockOpModels = {};
 
 std::vector<std::string> all_fast_models() {
   auto v = kBlockModels;

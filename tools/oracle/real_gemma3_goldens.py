@@ -6,6 +6,8 @@
   france_prompt  [L]        BOS + "The capital of France is"
   greedy_tokens  [16]       generate_step's greedy tokens after that prompt
   greedy_logits  [16, V]    the logits of 16 greedy single-token steps after a one-shot prefill
+  text_ids       [552]      BOS + the SmolLM2 goldens' natural text, for the fast-vs-parity
+                           comparison (teacher forcing past the 512-token sliding window)
 
 Usage: real_gemma3_goldens.py GOLDEN_DIR [MODELS_DIR]  (writes GOLDEN_DIR/real/gemma3.safetensors)
 """
@@ -17,6 +19,8 @@ from mlx_lm.generate import generate_step
 from mlx_lm.models.cache import make_prompt_cache
 from mlx_lm.utils import load_model
 from transformers import AutoTokenizer
+
+from real_model_goldens import TEXT as LONG_TEXT
 
 TEXT = "The river had been rising for three days before anyone in the village thought to move the grain."
 
@@ -46,6 +50,9 @@ def main(out, models="models"):
         steps.append(step)
         y = int(mx.argmax(step).item())
     g["greedy_logits"] = mx.stack(steps)
+    ids = tok(LONG_TEXT)["input_ids"]
+    assert len(ids) >= 552 and ids[0] == tok.bos_token_id, len(ids)
+    g["text_ids"] = mx.array(ids[:552], dtype=mx.int32)
     (Path(out) / "real").mkdir(parents=True, exist_ok=True)
     mx.save_safetensors(str(Path(out) / "real" / "gemma3.safetensors"), g)
     print(f"real gemma3: france {prompt.tolist()} -> {toks}")
