@@ -13,6 +13,8 @@ void add_model_options(CLI::App* sub, ModelArgs& a) {
   sub->add_flag("--parity", a.parity, "Stock MLX kernels with float32 activations (bit-identical to mlx-lm)");
   sub->add_option("--isa", a.isa, "CPU kernels' vector ISA: auto, avx512, avx2, scalar")->capture_default_str();
   sub->add_option("--threads", a.threads, "CPU kernel threads (0 = physical cores)")->capture_default_str();
+  sub->add_flag("--f32-dot", a.f32_dot,
+                "Decode GEMVs in float32 too (default: integer dot products on int16 activations)");
 }
 
 void add_sampling_options(CLI::App* sub, SamplingArgs& a) {
@@ -45,6 +47,7 @@ LoadedModel load_model(const ModelArgs& a) {
   mopts.parity = a.parity;
   mopts.kernels.isa = kernels::parse_isa(a.isa);
   mopts.kernels.threads = a.threads;
+  mopts.kernels.int_dot = !a.f32_dot;
   return mlxcpp::load_model(a.model, mopts);
 }
 

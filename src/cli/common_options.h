@@ -18,6 +18,7 @@ struct ModelArgs {
   bool parity = false;
   std::string isa = "auto";
   int threads = 0;
+  bool f32_dot = false;
 };
 
 struct SamplingArgs {
@@ -40,7 +41,7 @@ struct TextArgs {
   std::string template_kwargs;  // a JSON object, "" = none
 };
 
-// --model, --parity, --isa, --threads.
+// --model, --parity, --isa, --threads, --f32-dot.
 void add_model_options(CLI::App* sub, ModelArgs& a);
 // --max-tokens, --temp, --top-p, --top-k, --min-p, --min-tokens-to-keep, --xtc-*, --seed,
 // --repetition-*, --prefill-step-size, --max-kv-size, --ignore-eos.

@@ -83,7 +83,82 @@ struct Avx2 {
   }
 };
 
+// --- Integer-dot GEMV (decode): int16 activations, 4/8-bit weights ----------------------------
+// Per 32 weights of a row: 4-bit: the 16 packed bytes widened to 16-bit lanes, low nibbles
+// (even elements) by a mask and high ones (odd) by a shift, each multiplied with the matching
+// de-interleaved int16 x by vpmaddwd; 8-bit: two widened halves. Products and sums are exact
+// int32 (<= 255 * 32767 * 2 per lane and step); each group's sum is converted once and scaled.
+
+template <int BITS, ScaleType ST, int NR>
+void gemv_i16_block(const int16_t* xq, const float* xsum, float xd, const QMatrixView& q, int n, float* out) {
+  const int groups = q.k / q.group;
+  const long row_bytes = static_cast<long>(q.k) * BITS / 8;
+  const auto* base = reinterpret_cast<const uint8_t*>(q.w);
+  if (n + 2 * NR <= q.n) {  // the next block's rows (see simd::block_gs)
+    const uint8_t* next = base + static_cast<long>(n + NR) * row_bytes;
+    for (long off = 0; off < NR * row_bytes; off += 64) __builtin_prefetch(next + off, 0, 3);
+  }
+  const uint8_t* row[NR];
+  for (int r = 0; r < NR; ++r) row[r] = base + static_cast<long>(n + r) * row_bytes;
+  const __m256i low4 = _mm256_set1_epi16(0x0F);
+  __m256 acc[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+  for (int g = 0; g < groups; ++g) {
+    __m256i s[NR];
+    for (int r = 0; r < NR; ++r) s[r] = _mm256_setzero_si256();
+    for (int k = g * q.group, k1 = k + q.group; k < k1; k += 32) {
+      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k));
+      const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k + 16));
+      for (int r = 0; r < NR; ++r) {
+        __m256i p;
+        if constexpr (BITS == 4) {
+          const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[r] + k / 2)));
+          p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(v, low4), x0),
+                               _mm256_madd_epi16(_mm256_srli_epi16(v, 4), x1));
+        } else {
+          const __m256i w0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[r] + k)));
+          const __m256i w1 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[r] + k + 16)));
+          p = _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
+        }
+        s[r] = _mm256_add_epi32(s[r], p);
+      }
+    }
+    for (int r = 0; r < NR; ++r) {
+      const float sc = load_scale<ST, Avx2>(q.scales, static_cast<long>(n + r) * groups + g);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_set1_ps(sc), acc[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) {
+    out[n + r] = xd * Avx2::reduce(acc[r]) +
+                 Avx2::dot_scales<ST>(q.biases, static_cast<long>(n + r) * groups, xsum, groups);
+  }
+}
+
+template <int BITS, ScaleType ST>
+void rows_i16(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, int ldo) {
+  const int groups = q.k / q.group;
+  for (int mm = 0; mm < in.m; ++mm) {
+    const int16_t* xq = in.xq + static_cast<long>(mm) * q.k;
+    const float* xs = in.xsum + static_cast<long>(mm) * groups;
+    float* o = out + static_cast<long>(mm) * ldo;
+    int n = n0;
+    for (; n + 4 <= n1; n += 4) gemv_i16_block<BITS, ST, 4>(xq, xs, in.xd[mm], q, n, o);
+    for (; n < n1; ++n) gemv_i16_block<BITS, ST, 1>(xq, xs, in.xd[mm], q, n, o);
+  }
+}
+
+template <ScaleType ST>
+struct I16Table {
+  static QKernel call(int bits) {
+    if (bits == 4) return {rows_i16<4, ST>, 32, true, true};
+    if (bits == 8) return {rows_i16<8, ST>, 0, true, true};
+    return {};
+  }
+};
+
 }  // namespace
+
+QKernel qmatmul_kernel_avx2_i16(int bits, ScaleType st) { return with_scale_type<I16Table>(st, bits); }
 
 QKernel qmatmul_kernel_avx2(int bits, ScaleType st) {
   return with_scale_type<simd::KernelTable<Avx2>::For>(st, bits);

@@ -16,12 +16,16 @@ struct KernelOptions {
   Isa isa = best_isa();
   int threads = 0;  // 0: the physical cores of this process
   bool profile = false;  // accumulate time spent inside our primitives (see kernel_seconds)
+  // Decode GEMVs as integer dot products on int16 activations where the ISA has them (AVX2,
+  // 4/8-bit); false keeps every product in float32 (--f32-dot).
+  bool int_dot = true;
 };
 
 class KernelContext {
  public:
   explicit KernelContext(const KernelOptions& opts = {});
   Isa isa() const { return isa_; }
+  bool int_dot() const { return int_dot_; }
   int threads() const { return pool_->size(); }
   // Times a primitive's work when profiling.
   class Timer {
@@ -55,6 +59,7 @@ class KernelContext {
 
  private:
   Isa isa_;
+  bool int_dot_;
   std::unique_ptr<ThreadPool> pool_;
   bool profile_;
   mutable std::atomic<int64_t> kernel_ns_{0};

@@ -55,7 +55,7 @@ struct AttentionBlockArgs {
   bool exclusive = false;  // the caches' buffers are the caller's alone: update them in place
   // Gemma 3: RMSNorm (eps) of each head's q and k before rope (weights [head_dim]), and of the
   // o projection's output before the residual add (weights [d]). float32.
-  std::optional<mlx::core::array> q_norm, k_norm, post_norm;
+  std::optional<mlx::core::array> q_norm = std::nullopt, k_norm = std::nullopt, post_norm = std::nullopt;
 };
 
 // {h + o(attention), key cache, value cache}: norm, q/k/v, rope, cache write at `offset`,

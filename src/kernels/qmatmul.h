@@ -26,10 +26,15 @@ struct QMatrixView {
 // x_block > 0 each block of x_block values is de-interleaved (even elements, then odd ones:
 // the order of low and high nibbles in packed bytes), and xsum holds sum(x) per quantization
 // group ([m, k / group]) so biases cost one multiply per group instead of one per weight.
+// With QKernel::i16 the kernel reads xq instead of x: each row of x as int16 levels
+// (x ≈ xq * xd[row], |xq| <= 32767: about 4-5 significant digits of the row's largest value)
+// so that products are exact integer dot products (vpmaddwd).
 struct QInput {
   const float* x;
   const float* xsum;
   int m;
+  const int16_t* xq = nullptr;
+  const float* xd = nullptr;
 };
 
 // Computes rows [n0, n1) of out (row stride ldo).
@@ -39,12 +44,17 @@ struct QKernel {
   QRowsFn rows = nullptr;
   int x_block = 0;
   bool xsum = false;
+  bool i16 = false;  // reads QInput::xq/xd (int16 activations)
 };
 
 // Per-ISA kernels (rows == nullptr where an ISA has no path for these bits; scalar has all).
 QKernel qmatmul_kernel_scalar(int bits, ScaleType st);
 QKernel qmatmul_kernel_avx2(int bits, ScaleType st);
 QKernel qmatmul_kernel_avx512(int bits, ScaleType st);
+// Integer-dot GEMV for a few rows of x (decode): int16 activations, 4- and 8-bit weights.
+QKernel qmatmul_kernel_avx2_i16(int bits, ScaleType st);
+// At most this many x rows take the integer-dot GEMV; more take the float GEMM.
+inline constexpr int kI16MaxRows = 2;
 
 // Whether our kernels handle this layout (bits 2..8 except 7, group 32/64/128).
 bool qmatmul_supported(int bits, int group);

@@ -18,8 +18,14 @@ std::optional<mx::array> fused_attention_block(const mx::array& x, const FusedAt
   auto q = layer.q.block_view(), k = layer.k.block_view(), v = layer.v.block_view(), o = layer.o.block_view();
   if (!q || !k || !v || !o) return std::nullopt;
   const int batch = x.shape(0), L = x.shape(1);
-  kernels::AttentionBlockArgs args{layer.heads, layer.kv_heads, layer.head_dim, kv->offset(), layer.eps,
-                                   layer.scale, layer.window, std::move(rope)};
+  kernels::AttentionBlockArgs args{.heads = layer.heads,
+                                   .kv_heads = layer.kv_heads,
+                                   .head_dim = layer.head_dim,
+                                   .offset = kv->offset(),
+                                   .eps = layer.eps,
+                                   .scale = layer.scale,
+                                   .window = layer.window,
+                                   .rope = std::move(rope)};
   args.q_norm = layer.q_norm;
   args.k_norm = layer.k_norm;
   args.post_norm = layer.post_norm;

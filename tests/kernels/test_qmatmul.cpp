@@ -60,18 +60,30 @@ TEST_P(QMatmul, EveryIsaMatchesStockMlx) {
     for (auto [dtype, stype] : std::vector<std::pair<mx::Dtype, ScaleType>>{
              {mx::float32, ScaleType::kF32}, {mx::float16, ScaleType::kF16}, {mx::bfloat16, ScaleType::kBF16}}) {
       auto s = mx::astype(q.scales, dtype), b = mx::astype(q.biases, dtype);
-      auto ref = mx::quantized_matmul(q.x, q.w, mx::astype(s, mx::float32), mx::astype(b, mx::float32), true, group,
-                                      bits);
-      mx::eval({ref, s, b});
+      auto s32 = mx::astype(s, mx::float32), b32 = mx::astype(b, mx::float32);
+      auto ref = mx::quantized_matmul(q.x, q.w, s32, b32, true, group, bits);
+      // The integer-dot GEMV rounds x to int16 levels of step d = max|x| / 32767 (per row):
+      // each product is off by at most |w| * d / 2, so |got - ref| <= d / 2 * sum_k |w[n, k]|.
+      auto d = mx::divide(mx::max(mx::abs(q.x), -1, true), mx::array(32767.f));
+      auto wsum = mx::sum(mx::abs(mx::dequantize(q.w, s32, b32, group, bits)), -1);
+      auto i16_bound = mx::multiply(mx::multiply(d, mx::array(0.5f)), mx::expand_dims(wsum, 0));  // [m, n]
+      mx::eval({ref, s, b, i16_bound});
+      const float scale = std::max(mx::max(mx::abs(ref)).item<float>(), 1e-6f);
       for (Isa isa : isas()) {
         for (int threads : {1, 2}) {
-          KernelContext ctx(KernelOptions{isa, threads});
-          std::vector<float> out(static_cast<size_t>(m) * n, -1.f);
-          QMatrixView view{q.w.data<uint32_t>(), s.data<void>(), b.data<void>(), n, k, bits, group, stype};
-          qmatmul(ctx, q.x.data<float>(), m, view, out.data());
-          auto got = mx::array(out.data(), {m, n}, mx::float32);
-          EXPECT_LE(rel_err(got, ref), kRelTol) << isa_name(isa) << " threads=" << threads << " m=" << m
-                                                << " n=" << n << " k=" << k << " scales=" << dtype;
+          for (bool int_dot : {true, false}) {
+            KernelContext ctx(KernelOptions{isa, threads, false, int_dot});
+            std::vector<float> out(static_cast<size_t>(m) * n, -1.f);
+            QMatrixView view{q.w.data<uint32_t>(), s.data<void>(), b.data<void>(), n, k, bits, group, stype};
+            qmatmul(ctx, q.x.data<float>(), m, view, out.data());
+            auto got = mx::array(out.data(), {m, n}, mx::float32);
+            const bool i16 = int_dot && isa != Isa::kScalar && m <= kI16MaxRows && (bits == 4 || bits == 8);
+            // Beyond the stated rounding bound, only float summation-order differences.
+            auto excess = i16 ? mx::max(mx::subtract(mx::abs(mx::subtract(got, ref)), i16_bound)).item<float>()
+                              : test::max_abs_diff(got, ref);
+            EXPECT_LE(excess / scale, kRelTol) << isa_name(isa) << " threads=" << threads << " int_dot=" << int_dot
+                                               << " m=" << m << " n=" << n << " k=" << k << " scales=" << dtype;
+          }
         }
       }
     }
@@ -101,7 +113,7 @@ TEST(QMatmulPrimitive, GraphInputsOfAnyLayout) {
 }
 
 TEST(QMatmulPrimitive, SixteenBitScalesAreReadInPlace) {
-  auto fast = std::make_shared<const KernelContext>();
+  auto fast = std::make_shared<const KernelContext>(KernelOptions{.int_dot = false});  // float products: tight bound
   auto q = make(2, 16, 64, 4, 64, 9);
   for (auto dtype : {mx::float16, mx::bfloat16}) {
     auto s16 = mx::astype(q.scales, dtype), b16 = mx::astype(q.biases, dtype);

@@ -67,7 +67,9 @@ TEST_P(FastPath, MatchesParityOnTeacherForcedTokens) {
   float scale = mx::max(mx::abs(ref)).item<float>();
   EXPECT_LE(kl, 1e-6f);
   EXPECT_GE(agree, 0.97f);  // 36 tokens of a random tiny model: near-ties may flip one
-  EXPECT_LE(max_abs_diff(got, ref), 1e-3f * std::max(scale, 1.f));
+  // Logit-level closeness too: the decode GEMVs round activations to int16 levels (see
+  // test_qmatmul's stated bound), so a little looser than float summation order alone.
+  EXPECT_LE(max_abs_diff(got, ref), 2e-3f * std::max(scale, 1.f));
 }
 
 TEST_P(FastPathBlocks, DecodeUsesBlockPrimitives) {
