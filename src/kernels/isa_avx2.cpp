@@ -83,21 +83,51 @@ struct Avx2 {
   }
 };
 
-// --- Integer-dot GEMV (decode): int16 activations, 4/8-bit weights ----------------------------
+// --- Integer-dot GEMV (decode): int16 activations, 4/5/6/8-bit weights ------------------------
 // Per 32 weights of a row: 4-bit: the 16 packed bytes widened to 16-bit lanes, low nibbles
 // (even elements) by a mask and high ones (odd) by a shift, each multiplied with the matching
 // de-interleaved int16 x by vpmaddwd; 8-bit: two widened halves. Products and sums are exact
 // int32 (<= 255 * 32767 * 2 per lane and step); each group's sum is converted once and scaled.
+
+// 5/6-bit: the 32 values of a group block sit in 4*BITS bytes; values 0-15 come from the first
+// 16 bytes and 16-31 from the last 16 (both loads inside the block). A byte shuffle puts the two
+// bytes holding each value in its 16-bit lane, a multiply by 2^(16-BITS-shift) moves the value
+// to the top bits and a shift right by 16-BITS brings it down (AVX2 has no per-lane 16-bit
+// variable shift).
+template <int BITS>
+struct Spread16 {
+  static constexpr int kBytes = 4 * BITS, kBaseB = kBytes - 16;
+  alignas(32) uint8_t idx[2][32];
+  alignas(32) uint16_t mul[2][16];
+  constexpr Spread16() : idx{}, mul{} {
+    for (int j = 0; j < 32; ++j) {
+      const int off = j * BITS, b = off / 8, s = off % 8, half = j / 16, lane = j % 16;
+      const int base = half ? kBaseB : 0;
+      idx[half][2 * lane] = static_cast<uint8_t>(b - base);
+      idx[half][2 * lane + 1] = static_cast<uint8_t>(s + BITS > 8 ? b + 1 - base : 0x80);
+      mul[half][lane] = static_cast<uint16_t>(1u << (16 - BITS - s));
+    }
+  }
+};
+
+template <int BITS>
+inline void unpack32_16(const uint8_t* p, __m256i& a, __m256i& b) {
+  static constexpr Spread16<BITS> sp{};
+  const __m256i va = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256i vb =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + Spread16<BITS>::kBaseB)));
+  a = _mm256_shuffle_epi8(va, _mm256_load_si256(reinterpret_cast<const __m256i*>(sp.idx[0])));
+  b = _mm256_shuffle_epi8(vb, _mm256_load_si256(reinterpret_cast<const __m256i*>(sp.idx[1])));
+  a = _mm256_srli_epi16(_mm256_mullo_epi16(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(sp.mul[0]))), 16 - BITS);
+  b = _mm256_srli_epi16(_mm256_mullo_epi16(b, _mm256_load_si256(reinterpret_cast<const __m256i*>(sp.mul[1]))), 16 - BITS);
+}
 
 template <int BITS, ScaleType ST, int NR>
 void gemv_i16_block(const int16_t* xq, const float* xsum, float xd, const QMatrixView& q, int n, float* out) {
   const int groups = q.k / q.group;
   const long row_bytes = static_cast<long>(q.k) * BITS / 8;
   const auto* base = reinterpret_cast<const uint8_t*>(q.w);
-  if (n + 2 * NR <= q.n) {  // the next block's rows (see simd::block_gs)
-    const uint8_t* next = base + static_cast<long>(n + NR) * row_bytes;
-    for (long off = 0; off < NR * row_bytes; off += 64) __builtin_prefetch(next + off, 0, 3);
-  }
+  simd::prefetch_rows(q, row_bytes, n + simd::kPrefetchBlocks * NR, n + (simd::kPrefetchBlocks + 1) * NR);
   const uint8_t* row[NR];
   for (int r = 0; r < NR; ++r) row[r] = base + static_cast<long>(n + r) * row_bytes;
   const __m256i low4 = _mm256_set1_epi16(0x0F);
@@ -115,6 +145,10 @@ void gemv_i16_block(const int16_t* xq, const float* xsum, float xd, const QMatri
           const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[r] + k / 2)));
           p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(v, low4), x0),
                                _mm256_madd_epi16(_mm256_srli_epi16(v, 4), x1));
+        } else if constexpr (BITS == 5 || BITS == 6) {
+          __m256i w0, w1;
+          unpack32_16<BITS>(row[r] + k / 32 * (4 * BITS), w0, w1);
+          p = _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
         } else {
           const __m256i w0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[r] + k)));
           const __m256i w1 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[r] + k + 16)));
@@ -141,6 +175,7 @@ void rows_i16(const QInput& in, const QMatrixView& q, int n0, int n1, float* out
     const int16_t* xq = in.xq + static_cast<long>(mm) * q.k;
     const float* xs = in.xsum + static_cast<long>(mm) * groups;
     float* o = out + static_cast<long>(mm) * ldo;
+    simd::prefetch_rows(q, static_cast<long>(q.k) * BITS / 8, n0, n0 + simd::kPrefetchBlocks * 4);  // first blocks
     int n = n0;
     for (; n + 4 <= n1; n += 4) gemv_i16_block<BITS, ST, 4>(xq, xs, in.xd[mm], q, n, o);
     for (; n < n1; ++n) gemv_i16_block<BITS, ST, 1>(xq, xs, in.xd[mm], q, n, o);
@@ -151,6 +186,8 @@ template <ScaleType ST>
 struct I16Table {
   static QKernel call(int bits) {
     if (bits == 4) return {rows_i16<4, ST>, 32, true, true};
+    if (bits == 5) return {rows_i16<5, ST>, 0, true, true};
+    if (bits == 6) return {rows_i16<6, ST>, 0, true, true};
     if (bits == 8) return {rows_i16<8, ST>, 0, true, true};
     return {};
   }

@@ -51,7 +51,7 @@ struct QKernel {
 QKernel qmatmul_kernel_scalar(int bits, ScaleType st);
 QKernel qmatmul_kernel_avx2(int bits, ScaleType st);
 QKernel qmatmul_kernel_avx512(int bits, ScaleType st);
-// Integer-dot GEMV for a few rows of x (decode): int16 activations, 4- and 8-bit weights.
+// Integer-dot GEMV for a few rows of x (decode): int16 activations, 4/5/6/8-bit weights.
 QKernel qmatmul_kernel_avx2_i16(int bits, ScaleType st);
 // At most this many x rows take the integer-dot GEMV; more take the float GEMM.
 inline constexpr int kI16MaxRows = 2;

@@ -30,6 +30,24 @@ struct Spread {
   }
 };
 
+// Decode streams every weight once from memory per token, and the hardware prefetchers alone
+// fall behind on several interleaved rows: the kernels request the weight rows (and their
+// scales and biases) kPrefetchBlocks blocks ahead of the one they compute.
+inline constexpr int kPrefetchBlocks = 1;
+
+// Requests rows [r0, r1) of a packed matrix (weights, scales, biases) into the caches.
+inline void prefetch_rows(const QMatrixView& q, long row_bytes, int r0, int r1) {
+  if (r1 > q.n) r1 = q.n;
+  if (r0 >= r1) return;
+  const auto* w = reinterpret_cast<const uint8_t*>(q.w) + static_cast<long>(r0) * row_bytes;
+  for (long off = 0, n = static_cast<long>(r1 - r0) * row_bytes; off < n; off += 64) __builtin_prefetch(w + off, 0, 3);
+  const long per_row = static_cast<long>(q.k / q.group) * (q.stype == ScaleType::kF32 ? 4 : 2);
+  for (const void* p : {q.scales, q.biases}) {
+    const auto* b = static_cast<const uint8_t*>(p) + r0 * per_row;
+    for (long off = 0, n = (r1 - r0) * per_row; off < n; off += 64) __builtin_prefetch(b + off, 0, 3);
+  }
+}
+
 // Group-sum form: per group, acc_g += q * x over the raw integers, then acc += acc_g * scale;
 // the biases are added at the end as bias * sum(x over the group).
 // 4-bit reads 2*kLanes values per step (low nibbles with the even x, high with the odd x);
@@ -42,12 +60,7 @@ inline void block_gs(const QInput& in, const QMatrixView& q, int n, float* out, 
   const int groups = q.k / q.group;
   const long row_bytes = static_cast<long>(q.k) * BITS / 8;
   const auto* base = reinterpret_cast<const uint8_t*>(q.w);
-  // The next block's rows, requested now: decode streams every weight once from memory and the
-  // hardware prefetchers alone fall behind on several interleaved rows.
-  if (n + 2 * NR <= q.n) {
-    const uint8_t* next = base + static_cast<long>(n + NR) * row_bytes;
-    for (long off = 0; off < NR * row_bytes; off += 64) __builtin_prefetch(next + off, 0, 3);
-  }
+  prefetch_rows(q, row_bytes, n + kPrefetchBlocks * NR, n + (kPrefetchBlocks + 1) * NR);
   vec acc[MB][NR];
   for (int mm = 0; mm < MB; ++mm)
     for (int r = 0; r < NR; ++r) acc[mm][r] = V::zero();
@@ -92,6 +105,7 @@ inline void block_gs(const QInput& in, const QMatrixView& q, int n, float* out, 
 template <class V, int BITS, ScaleType ST, int MB>
 inline void sweep(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, int ldo) {
   constexpr int NR = MB == 1 ? 4 : V::kNrWide;
+  prefetch_rows(q, static_cast<long>(q.k) * BITS / 8, n0, n0 + kPrefetchBlocks * NR);  // the first blocks
   int n = n0;
   for (; n + NR <= n1; n += NR) block_gs<V, BITS, ST, MB, NR>(in, q, n, out, ldo);
   for (; n < n1; ++n) block_gs<V, BITS, ST, MB, 1>(in, q, n, out, ldo);
