@@ -146,8 +146,9 @@ def main():
     versions = {"tokenizers": tokenizers.__version__, "transformers": transformers.__version__}
     with open(os.path.join(out, "corpus.json"), "w", encoding="utf-8") as f:
         json.dump({"seed": SEED, "versions": versions, "strings": corpus}, f, ensure_ascii=False)
-    for name in fixtures.NAMES:
+    for name in fixtures.NAMES + list(fixtures.GGUF_REBUILT):
         tok = fixtures.load(name)
+        original = fixtures.load(fixtures.GGUF_ORIGINAL[name]) if name in fixtures.GGUF_ORIGINAL else None
         cases = []
         for s in corpus:
             ids = tok.encode(s, add_special_tokens=True)
@@ -158,9 +159,11 @@ def main():
                 "decode": tok.decode(ids),
                 "decode_skip": tok.decode(ids, skip_special_tokens=True),
             })
+            if original is not None:  # the original HF tokenizer's ids for the same string
+                cases[-1]["ids_original"] = original.encode(s, add_special_tokens=True)
         rec = {
             "name": name,
-            "dir": fixtures.fixture_dir(name),
+            "dir": fixtures.rebuilt_dir(name) if name in fixtures.GGUF_REBUILT else fixtures.fixture_dir(name),
             "class": type(tok).__name__,
             "special_tokens_map": {k: str(v) for k, v in tok.special_tokens_map.items()},
             "eos_token_id": tok.eos_token_id,
