@@ -1,0 +1,28 @@
+#include "fast_vs_parity.h"
+
+#include <mlx/mlx.h>
+
+namespace mx = mlx::core;
+
+namespace mlxcpp::test {
+
+mx::array teacher_forced(const Model& m, const mx::array& ids, int prefill) {
+  auto caches = m.make_cache();
+  std::vector<mx::array> rows{mx::squeeze(m(mx::expand_dims(mx::slice(ids, {0}, {prefill}), 0), &caches), 0)};
+  mx::eval(rows.back());
+  for (int i = prefill, n = static_cast<int>(ids.size()); i < n; ++i) {
+    rows.push_back(mx::reshape(m(mx::reshape(mx::slice(ids, {i}, {i + 1}), {1, 1}), &caches), {1, -1}));
+    mx::eval(rows.back());
+  }
+  return mx::concatenate(rows, 0);
+}
+
+Agreement agreement(const mx::array& ref, const mx::array& got) {
+  auto lp = mx::subtract(ref, mx::logsumexp(ref, -1, true));
+  auto lq = mx::subtract(got, mx::logsumexp(got, -1, true));
+  auto kl = mx::sum(mx::multiply(mx::exp(lp), mx::subtract(lp, lq)), -1);
+  auto top1 = mx::mean(mx::astype(mx::equal(mx::argmax(ref, -1), mx::argmax(got, -1)), mx::float32));
+  return {mx::mean(kl).item<float>(), mx::max(kl).item<float>(), top1.item<float>()};
+}
+
+}  // namespace mlxcpp::test

@@ -1,0 +1,19 @@
+// Fast path against parity mode on real models: teacher-forced logits and their agreement.
+#pragma once
+
+#include <mlx/array.h>
+
+#include "models/model.h"
+
+namespace mlxcpp::test {
+
+// Logits [T, V] for ids [T]: one prefill of the first `prefill` ids, then one cached step each.
+mlx::core::array teacher_forced(const Model& m, const mlx::core::array& ids, int prefill);
+
+// KL(ref || got) per row of two logit matrices [T, V] (nats), and top-1 agreement.
+struct Agreement {
+  float mean_kl, max_kl, top1;
+};
+Agreement agreement(const mlx::core::array& ref, const mlx::core::array& got);
+
+}  // namespace mlxcpp::test
