@@ -29,9 +29,9 @@ struct Avx2 {
 
   static float f16(uint16_t bits) { return _cvtsh_ss(bits); }
 
-  // Eight scales (or biases) from element i, as floats.
+  // kLanes scales (or biases) from element i, as floats.
   template <ScaleType ST>
-  static vec load8(const void* p, long i) {
+  static vec load_scales(const void* p, long i) {
     if constexpr (ST == ScaleType::kF32) {
       return _mm256_loadu_ps(static_cast<const float*>(p) + i);
     } else {
@@ -39,16 +39,6 @@ struct Avx2 {
       if constexpr (ST == ScaleType::kF16) return _mm256_cvtph_ps(h);
       return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
     }
-  }
-  // sum_i p[off + i] * xs[i] over n values (the bias term of a row).
-  template <ScaleType ST>
-  static float dot_scales(const void* p, long off, const float* xs, int n) {
-    vec acc = zero();
-    int i = 0;
-    for (; i + 8 <= n; i += 8) acc = fma(load8<ST>(p, off + i), load(xs + i), acc);
-    float s = reduce(acc);
-    for (; i < n; ++i) s += load_scale<ST, Avx2>(p, off + i) * xs[i];
-    return s;
   }
 
   // 16 packed 4-bit values (8 bytes): low nibbles (even elements) and high nibbles (odd).
@@ -164,7 +154,7 @@ void gemv_i16_block(const int16_t* xq, const float* xsum, float xd, const QMatri
   }
   for (int r = 0; r < NR; ++r) {
     out[n + r] = xd * Avx2::reduce(acc[r]) +
-                 Avx2::dot_scales<ST>(q.biases, static_cast<long>(n + r) * groups, xsum, groups);
+                 simd::dot_scales<Avx2, ST>(q.biases, static_cast<long>(n + r) * groups, xsum, groups);
   }
 }
 

@@ -28,9 +28,9 @@ struct Avx512 {
 
   static float f16(uint16_t bits) { return _cvtsh_ss(bits); }
 
-  // Sixteen scales (or biases) from element i, as floats.
+  // kLanes scales (or biases) from element i, as floats.
   template <ScaleType ST>
-  static vec load16(const void* p, long i) {
+  static vec load_scales(const void* p, long i) {
     if constexpr (ST == ScaleType::kF32) {
       return _mm512_loadu_ps(static_cast<const float*>(p) + i);
     } else {
@@ -39,18 +39,7 @@ struct Avx512 {
       return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     }
   }
-  // sum_i p[off + i] * xs[i] over n values (the bias term of a row).
-  template <ScaleType ST>
-  static float dot_scales(const void* p, long off, const float* xs, int n) {
-    vec acc = zero();
-    int i = 0;
-    for (; i + 16 <= n; i += 16) acc = fma(load16<ST>(p, off + i), load(xs + i), acc);
-    float s = reduce(acc);
-    for (; i < n; ++i) s += load_scale<ST, Avx512>(p, off + i) * xs[i];
-    return s;
-  }
 
-  // 16 values of a packed row as floats:
   // 32 packed 4-bit values (16 bytes): low nibbles (even elements) and high nibbles (odd).
   static void q4(const uint8_t* p, vec& lo, vec& hi) {
     const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

@@ -30,6 +30,17 @@ struct Spread {
   }
 };
 
+// sum_i p[off + i] * xs[i] over n scales or biases (the bias term of a row), V::kLanes at a time.
+template <class V, ScaleType ST>
+inline float dot_scales(const void* p, long off, const float* xs, int n) {
+  typename V::vec acc = V::zero();
+  int i = 0;
+  for (; i + V::kLanes <= n; i += V::kLanes) acc = V::fma(V::template load_scales<ST>(p, off + i), V::load(xs + i), acc);
+  float s = V::reduce(acc);
+  for (; i < n; ++i) s += load_scale<ST, V>(p, off + i) * xs[i];
+  return s;
+}
+
 // Decode streams every weight once from memory per token, and the hardware prefetchers alone
 // fall behind on several interleaved rows: the kernels request the weight rows (and their
 // scales and biases) kPrefetchBlocks blocks ahead of the one they compute.
@@ -98,7 +109,7 @@ inline void block_gs(const QInput& in, const QMatrixView& q, int n, float* out, 
   for (int mm = 0; mm < MB; ++mm)
     for (int r = 0; r < NR; ++r) {
       const float* xs = in.xsum + static_cast<long>(mm) * groups;
-      out[mm * ldo + n + r] = V::reduce(acc[mm][r]) + V::template dot_scales<ST>(q.biases, static_cast<long>(n + r) * groups, xs, groups);
+      out[mm * ldo + n + r] = V::reduce(acc[mm][r]) + dot_scales<V, ST>(q.biases, static_cast<long>(n + r) * groups, xs, groups);
     }
 }
 
