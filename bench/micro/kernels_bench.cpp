@@ -51,10 +51,10 @@ void BM_QMatmul(benchmark::State& state) {
 }
 
 // {m, n, k, bits, isa (1 avx2, 2 avx512), threads}: decode GEMV on an L2-resident matrix
-// (gate/up), on lm_head and on 4x lm_head (larger than L3: streamed from memory, as a whole
+// (256 rows: the kernel's arithmetic), an L3-resident one (gate/up), on lm_head and on 4x lm_head (larger than L3: streamed from memory, as a whole
 // decode step is), and a prefill GEMM.
 BENCHMARK(BM_QMatmul)
-    ->ArgsProduct({{1}, {1536, 49152, 196608}, {576}, {4, 8}, {1, 2}, {1, 2}})
+    ->ArgsProduct({{1}, {256, 1536, 49152, 196608}, {576}, {4, 8}, {1, 2}, {1, 2}})
     ->ArgsProduct({{128}, {1536}, {576}, {4}, {1, 2}, {1, 2}})
     ->Unit(benchmark::kMicrosecond);
 

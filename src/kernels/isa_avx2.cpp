@@ -117,7 +117,7 @@ void gemv_i16_block(const int16_t* xq, const float* xsum, float xd, const QMatri
   const int groups = q.k / q.group;
   const long row_bytes = static_cast<long>(q.k) * BITS / 8;
   const auto* base = reinterpret_cast<const uint8_t*>(q.w);
-  simd::prefetch_rows(q, row_bytes, n + simd::kPrefetchBlocks * NR, n + (simd::kPrefetchBlocks + 1) * NR);
+  simd::NextBlockPrefetch<NR, 4 * BITS> pf(q, row_bytes, n);
   const uint8_t* row[NR];
   for (int r = 0; r < NR; ++r) row[r] = base + static_cast<long>(n + r) * row_bytes;
   const __m256i low4 = _mm256_set1_epi16(0x0F);
@@ -127,6 +127,7 @@ void gemv_i16_block(const int16_t* xq, const float* xsum, float xd, const QMatri
     __m256i s[NR];
     for (int r = 0; r < NR; ++r) s[r] = _mm256_setzero_si256();
     for (int k = g * q.group, k1 = k + q.group; k < k1; k += 32) {
+      pf.step();
       const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k));
       const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k + 16));
       for (int r = 0; r < NR; ++r) {
@@ -165,7 +166,7 @@ void rows_i16(const QInput& in, const QMatrixView& q, int n0, int n1, float* out
     const int16_t* xq = in.xq + static_cast<long>(mm) * q.k;
     const float* xs = in.xsum + static_cast<long>(mm) * groups;
     float* o = out + static_cast<long>(mm) * ldo;
-    simd::prefetch_rows(q, static_cast<long>(q.k) * BITS / 8, n0, n0 + simd::kPrefetchBlocks * 4);  // first blocks
+    simd::prefetch_rows(q, static_cast<long>(q.k) * BITS / 8, n0, n0 + 4);  // the first block
     int n = n0;
     for (; n + 4 <= n1; n += 4) gemv_i16_block<BITS, ST, 4>(xq, xs, in.xd[mm], q, n, o);
     for (; n < n1; ++n) gemv_i16_block<BITS, ST, 1>(xq, xs, in.xd[mm], q, n, o);
