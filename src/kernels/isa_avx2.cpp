@@ -19,6 +19,7 @@ struct Avx2 {
   static vec zero() { return _mm256_setzero_ps(); }
   static vec set1(float v) { return _mm256_set1_ps(v); }
   static vec load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, vec v) { _mm256_storeu_ps(p, v); }
   static vec fma(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }
   static float reduce(vec v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

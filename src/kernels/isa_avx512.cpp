@@ -23,6 +23,7 @@ struct Avx512 {
   static vec zero() { return _mm512_setzero_ps(); }
   static vec set1(float v) { return _mm512_set1_ps(v); }
   static vec load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, vec v) { _mm512_storeu_ps(p, v); }
   static vec fma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
   static float reduce(vec v) { return _mm512_reduce_add_ps(v); }
 

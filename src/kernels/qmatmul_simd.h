@@ -3,7 +3,9 @@
 // Include only from a translation unit compiled for that ISA.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/qmatmul.h"
 #include "kernels/scale_load.h"
@@ -151,9 +153,94 @@ inline void sweep(const QInput& in, const QMatrixView& q, int n0, int n1, float*
   for (; n < n1; ++n) block_gs<V, BITS, ST, MB, 1>(in, q, n, out, ldo);
 }
 
+// out[mm, r] (mm < MB, r < NR) = dot(x row mm, w row r) over k floats: x rows ldx apart,
+// w rows k apart.
+template <class V, int MB, int NR>
+inline void fgemm_block(const float* x, long ldx, const float* w, int k, float* out, long ldo) {
+  using vec = typename V::vec;
+  vec acc[MB][NR];
+  for (int mm = 0; mm < MB; ++mm)
+    for (int r = 0; r < NR; ++r) acc[mm][r] = V::zero();
+  for (int kk = 0; kk < k; kk += V::kLanes) {
+    vec wv[NR];
+    for (int r = 0; r < NR; ++r) wv[r] = V::load(w + static_cast<long>(r) * k + kk);
+    for (int mm = 0; mm < MB; ++mm) {
+      const vec xv = V::load(x + mm * ldx + kk);
+      for (int r = 0; r < NR; ++r) acc[mm][r] = V::fma(xv, wv[r], acc[mm][r]);
+    }
+  }
+  for (int mm = 0; mm < MB; ++mm)
+    for (int r = 0; r < NR; ++r) out[mm * ldo + r] = V::reduce(acc[mm][r]);
+}
+
+// Rows [n0, n1) of W dequantized (scale * q + bias, float32) into w [n1 - n0, k], in the order
+// the kernel's x is in (4-bit: each block of 2 * kLanes de-interleaved, even elements first).
+template <class V, int BITS, ScaleType ST>
+void dequantize_rows(const QMatrixView& q, int n0, int n1, float* w) {
+  using vec = typename V::vec;
+  constexpr int L = V::kLanes;
+  const int groups = q.k / q.group;
+  const long row_bytes = static_cast<long>(q.k) * BITS / 8;
+  const auto* base = reinterpret_cast<const uint8_t*>(q.w);
+  for (int n = n0; n < n1; ++n) {
+    const uint8_t* row = base + n * row_bytes;
+    float* o = w + static_cast<long>(n - n0) * q.k;
+    for (int g = 0; g < groups; ++g) {
+      const vec sc = V::set1(load_scale<ST, V>(q.scales, static_cast<long>(n) * groups + g));
+      const vec bi = V::set1(load_scale<ST, V>(q.biases, static_cast<long>(n) * groups + g));
+      for (int k = g * q.group, k1 = k + q.group; k < k1; k += BITS == 4 ? 2 * L : L) {
+        if constexpr (BITS == 4) {
+          vec lo, hi;
+          V::q4(row + k / 2, lo, hi);
+          V::store(o + k, V::fma(lo, sc, bi));
+          V::store(o + k + L, V::fma(hi, sc, bi));
+        } else {
+          V::store(o + k, V::fma(V::template qint<BITS>(row, k), sc, bi));
+        }
+      }
+    }
+  }
+}
+
+// Many x rows (prefill): each tile of W rows is dequantized once into an L2-sized float buffer
+// and every block of x rows runs a register-blocked float kernel over it (decoding the packed
+// values again for every block of x rows made 5-bit prefill decode-bound).
+inline constexpr int kDequantMinRows = 8;
+
+template <class V, int BITS, ScaleType ST>
+void rows_dequant(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, int ldo) {
+  constexpr int MB = V::kMb, NR = V::kLanes == 8 ? 3 : 4;
+  constexpr long kTileFloats = 32 * 1024;  // 128 KB of dequantized weights
+  const int tile = static_cast<int>(std::max<long>(NR, kTileFloats / q.k / NR * NR));
+  std::vector<float> w(static_cast<size_t>(std::min(tile, n1 - n0)) * q.k);
+  for (int t0 = n0; t0 < n1; t0 += tile) {
+    const int t1 = std::min(n1, t0 + tile);
+    dequantize_rows<V, BITS, ST>(q, t0, t1, w.data());
+    int mm = 0;
+    for (; mm + MB <= in.m; mm += MB) {
+      const float* x = in.x + static_cast<long>(mm) * q.k;
+      float* o = out + static_cast<long>(mm) * ldo;
+      int n = t0;
+      for (; n + NR <= t1; n += NR) fgemm_block<V, MB, NR>(x, q.k, w.data() + static_cast<long>(n - t0) * q.k, q.k, o + n, ldo);
+      for (; n < t1; ++n) fgemm_block<V, MB, 1>(x, q.k, w.data() + static_cast<long>(n - t0) * q.k, q.k, o + n, ldo);
+    }
+    for (; mm < in.m; ++mm) {
+      const float* x = in.x + static_cast<long>(mm) * q.k;
+      float* o = out + static_cast<long>(mm) * ldo;
+      int n = t0;
+      for (; n + NR <= t1; n += NR) fgemm_block<V, 1, NR>(x, q.k, w.data() + static_cast<long>(n - t0) * q.k, q.k, o + n, ldo);
+      for (; n < t1; ++n) fgemm_block<V, 1, 1>(x, q.k, w.data() + static_cast<long>(n - t0) * q.k, q.k, o + n, ldo);
+    }
+  }
+}
+
 // Tiles of W rows small enough to stay in L2 while every block of x rows sweeps them.
 template <class V, int BITS, ScaleType ST>
 void rows(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, int ldo) {
+  if (in.m >= kDequantMinRows) {
+    rows_dequant<V, BITS, ST>(in, q, n0, n1, out, ldo);
+    return;
+  }
   constexpr int kTile = 64;
   const int groups = q.k / q.group;
   auto at = [&](int mm) {
