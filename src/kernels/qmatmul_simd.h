@@ -207,34 +207,38 @@ void dequantize_rows(const QMatrixView& q, int n0, int n1, float* w) {
 // values again for every block of x rows made 5-bit prefill decode-bound).
 inline constexpr int kDequantMinRows = 8;
 
+// W rows per float-kernel block: MB * NR accumulators + NR + 1 fit 16 (AVX2) / 32 registers.
+template <class V>
+inline constexpr int kGemmNr = V::kLanes == 8 ? 3 : 4;
+
+// MB x rows (from x, k apart) against the dequantized rows [t0, t1) in w: out columns t0..t1.
+template <class V, int MB>
+inline void fgemm_tile(const float* x, const float* w, int t0, int t1, int k, float* out, long ldo) {
+  constexpr int NR = kGemmNr<V>;
+  int n = t0;
+  for (; n + NR <= t1; n += NR) fgemm_block<V, MB, NR>(x, k, w + static_cast<long>(n - t0) * k, k, out + n, ldo);
+  for (; n < t1; ++n) fgemm_block<V, MB, 1>(x, k, w + static_cast<long>(n - t0) * k, k, out + n, ldo);
+}
+
 template <class V, int BITS, ScaleType ST>
 void rows_dequant(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, int ldo) {
-  constexpr int MB = V::kMb, NR = V::kLanes == 8 ? 3 : 4;
   constexpr long kTileFloats = 32 * 1024;  // 128 KB of dequantized weights
+  constexpr int NR = kGemmNr<V>;
   const int tile = static_cast<int>(std::max<long>(NR, kTileFloats / q.k / NR * NR));
   std::vector<float> w(static_cast<size_t>(std::min(tile, n1 - n0)) * q.k);
   for (int t0 = n0; t0 < n1; t0 += tile) {
     const int t1 = std::min(n1, t0 + tile);
     dequantize_rows<V, BITS, ST>(q, t0, t1, w.data());
     int mm = 0;
-    for (; mm + MB <= in.m; mm += MB) {
-      const float* x = in.x + static_cast<long>(mm) * q.k;
-      float* o = out + static_cast<long>(mm) * ldo;
-      int n = t0;
-      for (; n + NR <= t1; n += NR) fgemm_block<V, MB, NR>(x, q.k, w.data() + static_cast<long>(n - t0) * q.k, q.k, o + n, ldo);
-      for (; n < t1; ++n) fgemm_block<V, MB, 1>(x, q.k, w.data() + static_cast<long>(n - t0) * q.k, q.k, o + n, ldo);
-    }
-    for (; mm < in.m; ++mm) {
-      const float* x = in.x + static_cast<long>(mm) * q.k;
-      float* o = out + static_cast<long>(mm) * ldo;
-      int n = t0;
-      for (; n + NR <= t1; n += NR) fgemm_block<V, 1, NR>(x, q.k, w.data() + static_cast<long>(n - t0) * q.k, q.k, o + n, ldo);
-      for (; n < t1; ++n) fgemm_block<V, 1, 1>(x, q.k, w.data() + static_cast<long>(n - t0) * q.k, q.k, o + n, ldo);
-    }
+    for (; mm + V::kMb <= in.m; mm += V::kMb)
+      fgemm_tile<V, V::kMb>(in.x + static_cast<long>(mm) * q.k, w.data(), t0, t1, q.k, out + static_cast<long>(mm) * ldo, ldo);
+    for (; mm < in.m; ++mm)
+      fgemm_tile<V, 1>(in.x + static_cast<long>(mm) * q.k, w.data(), t0, t1, q.k, out + static_cast<long>(mm) * ldo, ldo);
   }
 }
 
-// Tiles of W rows small enough to stay in L2 while every block of x rows sweeps them.
+// Few x rows: tiles of W rows small enough to stay in L2 while every block of x rows sweeps
+// them in the packed form; from kDequantMinRows on, rows_dequant.
 template <class V, int BITS, ScaleType ST>
 void rows(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, int ldo) {
   if (in.m >= kDequantMinRows) {
