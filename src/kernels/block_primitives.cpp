@@ -7,6 +7,7 @@
 
 #include "core/errors.h"
 #include "kernels/array_access.h"
+#include "kernels/cpu_dispatch.h"
 
 namespace mx = mlx::core;
 
@@ -34,11 +35,7 @@ std::vector<mx::array> weak_copies(const std::vector<mx::array>& in) {
 }  // namespace
 
 void MlpBlockPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
-  out.set_data(mx::allocator::malloc(out.nbytes()));
-  auto& enc = mx::cpu::get_command_encoder(stream());
-  for (const auto& in : inputs) enc.set_input_array(in);
-  enc.set_output_array(out);
-  enc.dispatch([in = weak_copies(inputs), out = mx::array::unsafe_weak_copy(out), ctx = ctx_, eps = eps_,
+  begin_unary(stream(), inputs, out).dispatch([in = weak_copies(inputs), out = mx::array::unsafe_weak_copy(out), ctx = ctx_, eps = eps_,
                 slots = slots_, act = act_, post = post_norm_]() mutable {
     KernelContext::Timer timer(*ctx);
     std::vector<float> hs;

@@ -74,6 +74,60 @@ struct Avx2 {
   }
 };
 
+// --- Integer activations for the integer-dot GEMVs --------------------------------------------
+
+inline __m256 abs8(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.f), v); }
+inline float hmax8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+
+// Sum of x per group.
+void group_sums(const float* x, int k, int group, float* xsum) {
+  for (int g = 0; g < k / group; ++g) {
+    __m256 s = _mm256_setzero_ps();
+    for (int i = g * group; i < (g + 1) * group; i += 8) s = _mm256_add_ps(s, _mm256_loadu_ps(x + i));
+    xsum[g] = Avx2::reduce(s);
+  }
+}
+
+// 32 values as int32 levels (x * inv, rounded to nearest) in natural order x0..7, 8..15, ...
+inline void levels32(const float* x, __m256 inv, __m256i v[4]) {
+  for (int i = 0; i < 4; ++i) v[i] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), inv));
+}
+
+// int16 levels of the row's step d = max|x| / 32767; with DEINT each block of 32 de-interleaved
+// (16 even values, then 16 odd ones: the order of a 4-bit row's low and high nibbles).
+template <bool DEINT>
+void quantize_i16(const float* x, int k, int group, int16_t* q, float* step, float* xsum) {
+  __m256 amax = _mm256_setzero_ps();
+  for (int i = 0; i < k; i += 8) amax = _mm256_max_ps(amax, abs8(_mm256_loadu_ps(x + i)));
+  const float m = hmax8(amax);
+  *step = m > 0.f ? m / 32767.f : 1.f;
+  const __m256 inv = _mm256_set1_ps(m > 0.f ? 32767.f / m : 0.f);
+  // Within each 128-bit lane of 8 int16: evens then odds.
+  const __m256i split = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,  //
+                                         0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  for (int i = 0; i < k; i += 32) {
+    __m256i v[4];
+    levels32(x + i, inv, v);
+    // packs works per 128-bit lane; the qword permute restores natural order x0..15, x16..31.
+    __m256i a = _mm256_permute4x64_epi64(_mm256_packs_epi32(v[0], v[1]), 0xD8);
+    __m256i b = _mm256_permute4x64_epi64(_mm256_packs_epi32(v[2], v[3]), 0xD8);
+    if constexpr (DEINT) {
+      a = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(a, split), 0xD8);  // [evens 0..14 | odds 1..15]
+      b = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(b, split), 0xD8);
+      const __m256i e = _mm256_permute2x128_si256(a, b, 0x20), o = _mm256_permute2x128_si256(a, b, 0x31);
+      a = e;
+      b = o;
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), a);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i + 16), b);
+  }
+  group_sums(x, k, group, xsum);
+}
+
 // --- Integer-dot GEMV (decode): int16 activations, 4/5/6/8-bit weights ------------------------
 // Per 32 weights of a row: 4-bit: the 16 packed bytes widened to 16-bit lanes, low nibbles
 // (even elements) by a mask and high ones (odd) by a shift, each multiplied with the matching
@@ -177,10 +231,10 @@ void rows_i16(const QInput& in, const QMatrixView& q, int n0, int n1, float* out
 template <ScaleType ST>
 struct I16Table {
   static QKernel call(int bits) {
-    if (bits == 4) return {rows_i16<4, ST>, 32, true, true};
-    if (bits == 5) return {rows_i16<5, ST>, 0, true, true};
-    if (bits == 6) return {rows_i16<6, ST>, 0, true, true};
-    if (bits == 8) return {rows_i16<8, ST>, 0, true, true};
+    if (bits == 4) return {rows_i16<4, ST>, 32, true, quantize_i16<true>};
+    if (bits == 5) return {rows_i16<5, ST>, 0, true, quantize_i16<false>};
+    if (bits == 6) return {rows_i16<6, ST>, 0, true, quantize_i16<false>};
+    if (bits == 8) return {rows_i16<8, ST>, 0, true, quantize_i16<false>};
     return {};
   }
 };

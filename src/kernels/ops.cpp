@@ -38,6 +38,32 @@ mx::array quantized_matmul_t(const mx::array& x, const mx::array& w, const mx::a
                    {x, w, scales, *biases});
 }
 
+std::optional<mx::array> rms_norm(const mx::array& x, const mx::array& w, float eps, const FastPath& fast) {
+  if (!use_fast(fast) || x.dtype() != mx::float32 || x.ndim() < 1 || w.dtype() != mx::float32 || w.ndim() != 1 ||
+      w.shape(0) != x.shape(-1) || x.size() == 0) {
+    return std::nullopt;
+  }
+  return mx::array(x.shape(), mx::float32,
+                   std::make_shared<RmsNormPrimitive>(mx::default_stream(mx::Device::cpu), fast, eps), {x, w});
+}
+
+std::optional<mx::array> quantized_take(const mx::array& w, const mx::array& scales,
+                                        const std::optional<mx::array>& biases, const mx::array& ids, int group,
+                                        int bits, const std::string& mode, const FastPath& fast) {
+  const bool ours = use_fast(fast) && mode == "affine" && biases && qmatmul_supported(bits, group) &&
+                    scale_type(scales.dtype()) && scales.dtype() == biases->dtype() && w.dtype() == mx::uint32 &&
+                    w.ndim() == 2 && w.shape(0) > 0 && w.flags().row_contiguous && scales.flags().row_contiguous &&
+                    biases->flags().row_contiguous && mx::issubdtype(ids.dtype(), mx::integer) &&
+                    (ids.dtype() == mx::int32 || ids.dtype() == mx::uint32 || ids.dtype() == mx::int64 ||
+                     ids.dtype() == mx::uint64);
+  if (!ours) return std::nullopt;
+  auto shape = ids.shape();
+  shape.push_back(static_cast<int>(w.shape(1) * 32 / bits));
+  return mx::array(std::move(shape), mx::float32,
+                   std::make_shared<QuantizedTakePrimitive>(mx::default_stream(mx::Device::cpu), bits, group),
+                   {ids, w, scales, *biases});
+}
+
 std::optional<std::pair<mx::array, mx::array>> kernel_scales(const mx::array& scales, const mx::array& biases) {
   if (scales.dtype() != biases.dtype()) return std::nullopt;
   if (scales.dtype() == mx::float16 || scales.dtype() == mx::bfloat16) return std::make_pair(scales, biases);

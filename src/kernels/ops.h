@@ -25,6 +25,18 @@ mlx::core::array quantized_matmul_t(const mlx::core::array& x, const mlx::core::
                                     const std::optional<mlx::core::array>& biases, int group, int bits,
                                     const std::string& mode, const FastPath& fast);
 
+// mx.fast.rms_norm(x, w, eps) in one primitive for float32 x and w [d]; nullopt where the fast
+// path does not apply.
+std::optional<mlx::core::array> rms_norm(const mlx::core::array& x, const mlx::core::array& w, float eps,
+                                         const FastPath& fast);
+
+// The rows of an affine-quantized table at `ids`, dequantized to float32 (a quantized embedding
+// lookup: [ids..., d]) in one primitive; nullopt where the fast path does not apply.
+std::optional<mlx::core::array> quantized_take(const mlx::core::array& w, const mlx::core::array& scales,
+                                               const std::optional<mlx::core::array>& biases,
+                                               const mlx::core::array& ids, int group, int bits,
+                                               const std::string& mode, const FastPath& fast);
+
 // Scales/biases of an affine layer as our kernels like them: 16-bit ones as they are, float32
 // ones as float16 when every value converts exactly (GGUF's f16 block scales), else nullopt
 // (keep float32). Evaluates its inputs; for load time.

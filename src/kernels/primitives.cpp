@@ -1,22 +1,25 @@
 #include "kernels/primitives.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include <mlx/allocator.h>
 #include <mlx/backend/cpu/encoder.h>
 
 #include "core/errors.h"
 #include "kernels/array_access.h"
+#include "kernels/cpu_dispatch.h"
+#include "kernels/block_kernels.h"
 #include "kernels/qmatmul.h"
+#include "kernels/scale_load.h"
+#include "kernels/vec_ops.h"
 
 namespace mx = mlx::core;
 
 namespace mlxcpp::kernels {
 
 void QuantizedMatmulPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
-  out.set_data(mx::allocator::malloc(out.nbytes()));
-  auto& enc = mx::cpu::get_command_encoder(stream());
-  for (const auto& in : inputs) enc.set_input_array(in);
-  enc.set_output_array(out);
-  enc.dispatch([out = mx::array::unsafe_weak_copy(out), x = mx::array::unsafe_weak_copy(inputs[0]),
+  begin_unary(stream(), inputs, out).dispatch([out = mx::array::unsafe_weak_copy(out), x = mx::array::unsafe_weak_copy(inputs[0]),
                 w = mx::array::unsafe_weak_copy(inputs[1]), s = mx::array::unsafe_weak_copy(inputs[2]),
                 b = mx::array::unsafe_weak_copy(inputs[3]), ctx = ctx_, bits = bits_, group = group_]() mutable {
     KernelContext::Timer timer(*ctx);
@@ -42,6 +45,100 @@ bool QuantizedMatmulPrimitive::is_equivalent(const mx::Primitive& other) const {
 std::vector<mx::Shape> QuantizedMatmulPrimitive::output_shapes(const std::vector<mx::array>& inputs) {
   auto shape = inputs[0].shape();
   shape.back() = inputs[1].shape(0);
+  return {shape};
+}
+
+void RmsNormPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
+  begin_unary(stream(), inputs, out).dispatch([out = mx::array::unsafe_weak_copy(out), x = mx::array::unsafe_weak_copy(inputs[0]),
+                w = mx::array::unsafe_weak_copy(inputs[1]), ctx = ctx_, eps = eps_]() mutable {
+    KernelContext::Timer timer(*ctx);
+    std::vector<float> xs;
+    const int d = x.shape(-1);
+    rms_norm_rows(vec_ops(ctx->isa()), contiguous_f32(x, xs), w.data<float>(), eps, static_cast<int>(x.size() / d), d,
+                  out.data<float>());
+  });
+}
+
+void RmsNormPrimitive::eval_gpu(const std::vector<mx::array>&, mx::array&) {
+  throw Error("[MlxcppRmsNorm] CPU-only primitive built for a GPU stream");
+}
+
+bool RmsNormPrimitive::is_equivalent(const mx::Primitive& other) const {
+  const auto* o = dynamic_cast<const RmsNormPrimitive*>(&other);
+  return o && o->eps_ == eps_ && o->ctx_ == ctx_;
+}
+
+namespace {
+
+// Row `r` of an affine-quantized table, dequantized: value i at bit offset i * bits of the row's
+// little-endian bitstream, times its group's scale plus its bias (MLX's dequantize).
+template <ScaleType ST>
+void dequantize_row(const uint32_t* w, const void* scales, const void* biases, long r, int d, int bits, int group,
+                    float* out) {
+  const auto* row = reinterpret_cast<const uint8_t*>(w) + r * (static_cast<long>(d) * bits / 8);
+  const long groups = d / group;
+  const uint32_t mask = (1u << bits) - 1;
+  for (int i = 0; i < d; ++i) {
+    const long bit = static_cast<long>(i) * bits;
+    uint32_t word = 0;
+    std::memcpy(&word, row + bit / 8, (bit % 8 + bits + 7) / 8);
+    const float q = static_cast<float>((word >> (bit % 8)) & mask);
+    const float s = load_scale<ST>(scales, r * groups + i / group), b = load_scale<ST>(biases, r * groups + i / group);
+    out[i] = q * s + b;
+  }
+}
+
+// Element i (row-major order) of `ids`, whatever its strides, as a row of a table of `rows`.
+template <class T>
+long row_index(const mx::array& ids, size_t i, long rows) {
+  long loc = 0;
+  for (int ax = ids.ndim() - 1; ax >= 0; --ax) {
+    loc += static_cast<long>(i % ids.shape(ax)) * ids.strides()[ax];
+    i /= ids.shape(ax);
+  }
+  long id = static_cast<long>(ids.data<T>()[loc]);
+  if (id < 0) id += rows;                  // take's negative indices
+  return std::clamp(id, 0L, rows - 1);     // never read outside the table
+}
+
+}  // namespace
+
+void QuantizedTakePrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
+  begin_unary(stream(), inputs, out).dispatch([out = mx::array::unsafe_weak_copy(out), ids = mx::array::unsafe_weak_copy(inputs[0]),
+                w = mx::array::unsafe_weak_copy(inputs[1]), s = mx::array::unsafe_weak_copy(inputs[2]),
+                b = mx::array::unsafe_weak_copy(inputs[3]), bits = bits_, group = group_]() mutable {
+    const int d = out.shape(-1);
+    const long rows = w.shape(0);
+    const auto st = *scale_type(s.dtype());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      long r = 0;
+      switch (ids.dtype()) {
+        case mx::int32: r = row_index<int32_t>(ids, i, rows); break;
+        case mx::uint32: r = row_index<uint32_t>(ids, i, rows); break;
+        case mx::int64: r = row_index<int64_t>(ids, i, rows); break;
+        default: r = row_index<uint64_t>(ids, i, rows); break;
+      }
+      float* o = out.data<float>() + i * d;
+      const uint32_t* wp = w.data<uint32_t>();
+      if (st == ScaleType::kF16) dequantize_row<ScaleType::kF16>(wp, s.data<void>(), b.data<void>(), r, d, bits, group, o);
+      else if (st == ScaleType::kBF16) dequantize_row<ScaleType::kBF16>(wp, s.data<void>(), b.data<void>(), r, d, bits, group, o);
+      else dequantize_row<ScaleType::kF32>(wp, s.data<void>(), b.data<void>(), r, d, bits, group, o);
+    }
+  });
+}
+
+void QuantizedTakePrimitive::eval_gpu(const std::vector<mx::array>&, mx::array&) {
+  throw Error("[MlxcppQuantizedTake] CPU-only primitive built for a GPU stream");
+}
+
+bool QuantizedTakePrimitive::is_equivalent(const mx::Primitive& other) const {
+  const auto* o = dynamic_cast<const QuantizedTakePrimitive*>(&other);
+  return o && o->bits_ == bits_ && o->group_ == group_;
+}
+
+std::vector<mx::Shape> QuantizedTakePrimitive::output_shapes(const std::vector<mx::array>& inputs) {
+  auto shape = inputs[0].shape();
+  shape.push_back(static_cast<int>(inputs[1].shape(1) * 32 / bits_));
   return {shape};
 }
 

@@ -27,4 +27,40 @@ class QuantizedMatmulPrimitive : public mlx::core::UnaryPrimitive {
   int bits_, group_;
 };
 
+// inputs: x [..., d] float32, w [d] float32; output: [..., d] float32 = mx.fast.rms_norm(x, w, eps)
+// (on CPU, stock MLX composes it from ~8 ops).
+class RmsNormPrimitive : public mlx::core::UnaryPrimitive {
+ public:
+  RmsNormPrimitive(mlx::core::Stream s, std::shared_ptr<const KernelContext> ctx, float eps)
+      : UnaryPrimitive(s), ctx_(std::move(ctx)), eps_(eps) {}
+  void eval_cpu(const std::vector<mlx::core::array>& inputs, mlx::core::array& out) override;
+  void eval_gpu(const std::vector<mlx::core::array>& inputs, mlx::core::array& out) override;
+  const char* name() const override { return "MlxcppRmsNorm"; }
+  bool is_equivalent(const mlx::core::Primitive& other) const override;
+  std::vector<mlx::core::Shape> output_shapes(const std::vector<mlx::core::array>& inputs) override {
+    return {inputs[0].shape()};
+  }
+
+ private:
+  std::shared_ptr<const KernelContext> ctx_;
+  float eps_;
+};
+
+// inputs: ids (integer, any shape), w [rows, d*bits/32] uint32, scales, biases [rows, d/g]
+// (float32 or both of one 16-bit type, row-contiguous); output: [ids..., d] float32, the rows of
+// dequantize(w, scales, biases) at ids: a quantized embedding lookup (stock MLX: three gathers
+// and a dequantize of ~20 ops).
+class QuantizedTakePrimitive : public mlx::core::UnaryPrimitive {
+ public:
+  QuantizedTakePrimitive(mlx::core::Stream s, int bits, int group) : UnaryPrimitive(s), bits_(bits), group_(group) {}
+  void eval_cpu(const std::vector<mlx::core::array>& inputs, mlx::core::array& out) override;
+  void eval_gpu(const std::vector<mlx::core::array>& inputs, mlx::core::array& out) override;
+  const char* name() const override { return "MlxcppQuantizedTake"; }
+  bool is_equivalent(const mlx::core::Primitive& other) const override;
+  std::vector<mlx::core::Shape> output_shapes(const std::vector<mlx::core::array>& inputs) override;
+
+ private:
+  int bits_, group_;
+};
+
 }  // namespace mlxcpp::kernels

@@ -29,41 +29,11 @@ QKernel pick(Isa isa, int bits, ScaleType st, int m, bool int_dot) {
   return k.rows ? k : qmatmul_kernel_scalar(bits, st);
 }
 
-// int16 levels of each row of x (de-interleaved in blocks of `xb` when xb > 0) and the
-// per-row step d: x ~= xq * d with the row's largest |x| at 32767.
-void quantize_rows(const float* x, int m, int k, int xb, std::vector<int16_t>& xq, std::vector<float>& xd) {
-  xq.resize(static_cast<size_t>(m) * k);
-  xd.resize(m);
-  for (int r = 0; r < m; ++r) {
-    const float* xr = x + static_cast<long>(r) * k;
-    float amax = 0.f;
-    for (int i = 0; i < k; ++i) amax = std::max(amax, std::fabs(xr[i]));
-    const float d = amax > 0.f ? amax / 32767.f : 1.f;
-    const float inv = 1.f / d;
-    xd[r] = d;
-    int16_t* q = xq.data() + static_cast<long>(r) * k;
-    // Round half away from zero (inline, unlike lrint); |x * inv| <= 32767 by construction.
-    auto level = [&](int i) {
-      const float v = xr[i] * inv;
-      return static_cast<int16_t>(v + (v >= 0.f ? 0.5f : -0.5f));
-    };
-    if (xb > 0) {
-      const int half = xb / 2;
-      for (int i = 0; i < k; i += xb)
-        for (int j = 0; j < half; ++j) {
-          q[i + j] = level(i + 2 * j);
-          q[i + half + j] = level(i + 2 * j + 1);
-        }
-    } else {
-      for (int i = 0; i < k; ++i) q[i] = level(i);
-    }
-  }
-}
-
 // De-interleaves each block of `xb` values (even elements first) and sums x per group.
+// (The integer-dot kernels' activations come from their QKernel::quantize instead.)
 void prepare(const QKernel& kern, const float* x, int m, int k, int group, std::vector<float>& xp,
              std::vector<float>& xs) {
-  if (kern.x_block > 0 && !kern.i16) {
+  if (kern.x_block > 0) {
     xp.resize(static_cast<size_t>(m) * k);
     const int xb = kern.x_block, half = xb / 2;
     for (long i = 0, n = static_cast<long>(m) * k; i < n; i += xb)
@@ -108,13 +78,29 @@ void qmatmul_many(const KernelContext& ctx, const QJob* jobs, int count) {
     auto& p = prep[j];
     const auto& q = jobs[j].q;
     p.kern = pick(ctx.isa(), q.bits, q.stype, jobs[j].m, ctx.int_dot());
-    prepare(p.kern, jobs[j].x, jobs[j].m, q.k, q.group, p.xp, p.xs);
-    p.in = QInput{p.kern.x_block > 0 && !p.kern.i16 ? p.xp.data() : jobs[j].x, p.kern.xsum ? p.xs.data() : nullptr,
-                  jobs[j].m};
-    if (p.kern.i16) {
-      quantize_rows(jobs[j].x, jobs[j].m, q.k, p.kern.x_block, p.xq, p.xd);
-      p.in.xq = p.xq.data();
-      p.in.xd = p.xd.data();
+    // Products of one x (q/k/v, gate/up) share its prepared form.
+    int same = -1;
+    for (int i = 0; i < j && same < 0; ++i) {
+      const auto& o = prep[i];
+      if (jobs[i].x == jobs[j].x && jobs[i].m == jobs[j].m && jobs[i].q.k == q.k && jobs[i].q.group == q.group &&
+          o.kern.x_block == p.kern.x_block && o.kern.xsum == p.kern.xsum && o.kern.quantize == p.kern.quantize)
+        same = i;
+    }
+    if (same >= 0) {
+      p.in = prep[same].in;
+    } else if (p.kern.quantize) {
+      const int m = jobs[j].m, groups = q.k / q.group;
+      p.xs.resize(static_cast<size_t>(m) * groups);
+      p.xd.resize(m);
+      p.xq.resize(static_cast<size_t>(m) * q.k);
+      for (int r = 0; r < m; ++r) {
+        p.kern.quantize(jobs[j].x + static_cast<long>(r) * q.k, q.k, q.group, p.xq.data() + static_cast<long>(r) * q.k,
+                        p.xd.data() + r, p.xs.data() + static_cast<long>(r) * groups);
+      }
+      p.in = QInput{jobs[j].x, p.xs.data(), m, p.xq.data(), p.xd.data()};
+    } else {
+      prepare(p.kern, jobs[j].x, jobs[j].m, q.k, q.group, p.xp, p.xs);
+      p.in = QInput{p.kern.x_block > 0 ? p.xp.data() : jobs[j].x, p.kern.xsum ? p.xs.data() : nullptr, jobs[j].m};
     }
     // A few tasks per thread balance uneven finishing; rows stay multiples of 4.
     int rows = (q.n + threads * 4 - 1) / (threads * 4);

@@ -26,7 +26,7 @@ struct QMatrixView {
 // x_block > 0 each block of x_block values is de-interleaved (even elements, then odd ones:
 // the order of low and high nibbles in packed bytes), and xsum holds sum(x) per quantization
 // group ([m, k / group]) so biases cost one multiply per group instead of one per weight.
-// With QKernel::i16 the kernel reads xq instead of x: each row of x as int16 levels
+// With QKernel::quantize the kernel reads xq instead of x: each row of x as int16 levels
 // (x ≈ xq * xd[row], |xq| <= 32767: about 4-5 significant digits of the row's largest value)
 // so that products are exact integer dot products (vpmaddwd).
 struct QInput {
@@ -39,12 +39,16 @@ struct QInput {
 
 // Computes rows [n0, n1) of out (row stride ldo).
 using QRowsFn = void (*)(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, int ldo);
+// An integer-dot kernel's activations for one row of x (k values, k % group == 0): its int16
+// levels as QInput describes, their step and xsum (sum of x per group).
+using QQuantizeFn = void (*)(const float* x, int k, int group, int16_t* levels, float* step, float* xsum);
 
 struct QKernel {
   QRowsFn rows = nullptr;
   int x_block = 0;
   bool xsum = false;
-  bool i16 = false;  // reads QInput::xq/xd (int16 activations)
+  // Integer-dot kernels (int16 activations) read QInput::xq/xd, which this fills per row.
+  QQuantizeFn quantize = nullptr;
 };
 
 // Per-ISA kernels (rows == nullptr where an ISA has no path for these bits; scalar has all).

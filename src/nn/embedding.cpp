@@ -2,6 +2,8 @@
 
 #include <mlx/ops.h>
 
+#include "kernels/ops.h"
+
 namespace mx = mlx::core;
 
 namespace mlxcpp {
@@ -18,6 +20,10 @@ Embedding Embedding::load(const LoadContext& ctx, const std::string& path, int n
 
 mx::array Embedding::operator()(const mx::array& ids) const {
   if (!q_) return mx::take(*weight_, ids, 0);
+  if (auto rows = kernels::quantized_take(q_->weight, q_->scales, q_->biases, ids, q_->spec.group_size, q_->spec.bits,
+                                          q_->spec.mode, q_->fast)) {
+    return *rows;
+  }
   // Fast mode may keep 16-bit scales for our kernels; rows are dequantized in float32 then.
   auto f32 = [&](mx::array a) { const bool half = a.dtype() == mx::float16 || a.dtype() == mx::bfloat16;
     return q_->fast && half ? mx::astype(a, mx::float32) : a; };

@@ -1,4 +1,4 @@
-// nn.RMSNorm: mx.fast.rms_norm(x, weight, eps).
+// nn.RMSNorm: mx.fast.rms_norm(x, weight, eps) (fast mode: one primitive of ours).
 #pragma once
 
 #include <string>
@@ -19,9 +19,11 @@ class RMSNorm {
   float eps() const { return eps_; }
 
  private:
-  RMSNorm(mlx::core::array w, float eps) : weight_(std::move(w)), eps_(eps) {}
+  RMSNorm(mlx::core::array w, float eps, kernels::FastPath fast)
+      : weight_(std::move(w)), eps_(eps), fast_(std::move(fast)) {}
   mlx::core::array weight_;
   float eps_;
+  kernels::FastPath fast_;  // our one-primitive norm in fast mode
 };
 
 }  // namespace mlxcpp

@@ -1,0 +1,111 @@
+// The one-primitive RMSNorm and quantized embedding lookup of the fast path against the stock
+// MLX ops they replace, through the ops layer (as model code calls them).
+#include <gtest/gtest.h>
+#include <mlx/fast.h>
+#include <mlx/mlx.h>
+#include <mlx/primitives.h>
+
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "kernels/kernel_context.h"
+#include "kernels/ops.h"
+#include "test_support.h"
+
+namespace mx = mlx::core;
+using namespace mlxcpp::kernels;
+using mlxcpp::test::max_abs_diff;
+
+namespace {
+
+mx::array randn(mx::Shape shape, uint64_t seed, float sd = 1.f) {
+  auto a = mx::random::normal(std::move(shape), mx::float32, 0.f, sd, mx::random::key(seed));
+  mx::eval(a);
+  return a;
+}
+
+TEST(RmsNormPrimitive, MatchesFastRmsNormOnAnyLayout) {
+  auto fast = std::make_shared<const KernelContext>();
+  auto w = randn({96}, 2);
+  auto x = randn({3, 5, 96}, 1);
+  auto xt = mx::transpose(randn({96, 4}, 3));  // [4, 96], a strided view
+  for (const auto& in : {x, xt}) {
+    auto got = rms_norm(in, w, 1e-5f, fast);
+    ASSERT_TRUE(got);
+    EXPECT_STREQ(got->primitive().name(), "MlxcppRmsNorm");
+    auto ref = mx::fast::rms_norm(in, w, 1e-5f);
+    ASSERT_EQ(got->shape(), ref.shape());
+    // The same float32 math in another summation order.
+    EXPECT_LE(max_abs_diff(*got, ref), 1e-5f * std::max(1.f, mx::max(mx::abs(ref)).item<float>()));
+  }
+}
+
+TEST(RmsNormPrimitive, NotBuiltWhereItDoesNotApply) {
+  auto fast = std::make_shared<const KernelContext>();
+  auto w = randn({16}, 2);
+  EXPECT_FALSE(rms_norm(randn({2, 16}, 1), w, 1e-5f, nullptr));                      // parity mode
+  EXPECT_FALSE(rms_norm(mx::astype(randn({2, 16}, 1), mx::bfloat16), w, 1e-5f, fast));  // not float32
+  EXPECT_FALSE(rms_norm(randn({2, 8}, 1), w, 1e-5f, fast));                          // weight size
+}
+
+using Param = std::tuple<int, int>;  // bits, group
+class QuantizedTake : public ::testing::TestWithParam<Param> {};
+
+TEST_P(QuantizedTake, RowsEqualStockDequantizedGather) {
+  auto [bits, group] = GetParam();
+  auto fast = std::make_shared<const KernelContext>();
+  const int rows = 50, d = 384;
+  auto q = mx::quantize(randn({rows, d}, bits * 100 + group, 0.05f), group, bits);
+  mx::eval(q);
+  std::vector<int> id_values{0, 49, 7, 7, -1, 23};  // -1: the last row, as take reads it
+  auto ids = mx::array(id_values.data(), {2, 3}, mx::int32);
+  auto wrapped = mx::where(mx::less(ids, mx::array(0)), mx::add(ids, mx::array(rows)), ids);
+  for (auto dtype : {mx::float32, mx::float16, mx::bfloat16}) {
+    auto s = mx::astype(q[1], dtype), b = mx::astype(q[2], dtype);
+    // Stock: gather the packed rows and their scales, dequantize in float32.
+    auto ref = mx::dequantize(mx::take(q[0], wrapped, 0), mx::astype(mx::take(s, wrapped, 0), mx::float32),
+                              mx::astype(mx::take(b, wrapped, 0), mx::float32), group, bits);
+    for (const auto& in : {ids, mx::transpose(mx::transpose(ids)), mx::astype(ids, mx::int64)}) {
+      auto got = quantized_take(q[0], s, b, in, group, bits, "affine", fast);
+      ASSERT_TRUE(got);
+      EXPECT_STREQ(got->primitive().name(), "MlxcppQuantizedTake");
+      ASSERT_EQ(got->shape(), ref.shape());
+      EXPECT_EQ(max_abs_diff(*got, ref), 0.f) << "scales " << dtype;
+    }
+    // A strided view of ids (every other column of a wider array).
+    auto wide = mx::array(std::vector<int>{0, 9, 49, 9, 7, 9, 3, 9, 2, 9, 1, 9}.data(), {2, 6}, mx::int32);
+    auto strided = mx::slice(wide, {0, 0}, {2, 6}, {1, 2});
+    auto got = quantized_take(q[0], s, b, strided, group, bits, "affine", fast);
+    auto ref2 = mx::dequantize(mx::take(q[0], strided, 0), mx::astype(mx::take(s, strided, 0), mx::float32),
+                               mx::astype(mx::take(b, strided, 0), mx::float32), group, bits);
+    EXPECT_EQ(max_abs_diff(*got, ref2), 0.f) << "strided ids, scales " << dtype;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BitsGroups, QuantizedTake,
+                         ::testing::Combine(::testing::Values(2, 3, 4, 5, 6, 8), ::testing::Values(32, 64, 128)),
+                         [](const auto& info) { return fmt::format("b{}_g{}", std::get<0>(info.param), std::get<1>(info.param)); });
+
+TEST(QuantizedTakePrimitive, OutOfRangeIdsReadInsideTheTable) {
+  auto fast = std::make_shared<const KernelContext>();
+  auto q = mx::quantize(randn({4, 64}, 5), 64, 4);
+  std::vector<int> bad{4, 1000, -1000};
+  auto got = quantized_take(q[0], q[1], q[2], mx::array(bad.data(), {3}, mx::int32), 64, 4, "affine", fast);
+  ASSERT_TRUE(got);
+  auto ref = mx::dequantize(q[0], q[1], q[2], 64, 4);
+  // Clamped to the last / first row.
+  EXPECT_EQ(max_abs_diff(mx::slice(*got, {0, 0}, {2, 64}), mx::repeat(mx::slice(ref, {3, 0}, {4, 64}), 2, 0)), 0.f);
+  EXPECT_EQ(max_abs_diff(mx::slice(*got, {2, 0}, {3, 64}), mx::slice(ref, {0, 0}, {1, 64})), 0.f);
+}
+
+TEST(QuantizedTakePrimitive, NotBuiltWhereItDoesNotApply) {
+  auto fast = std::make_shared<const KernelContext>();
+  auto q = mx::quantize(randn({4, 64}, 5), 64, 4);
+  auto ids = mx::array({0, 1});
+  EXPECT_FALSE(quantized_take(q[0], q[1], q[2], ids, 64, 4, "affine", nullptr));             // parity mode
+  EXPECT_FALSE(quantized_take(q[0], q[1], std::nullopt, ids, 64, 4, "affine", fast));       // no biases
+  EXPECT_FALSE(quantized_take(q[0], q[1], q[2], mx::array({0.f}), 64, 4, "affine", fast));  // float ids
+}
+
+}  // namespace
