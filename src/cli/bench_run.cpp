@@ -10,6 +10,7 @@
 #include <mlx/transforms.h>
 
 #include "core/errors.h"
+#include "kernels/ops.h"
 
 namespace mx = mlx::core;
 
@@ -32,6 +33,7 @@ mx::array last_logprobs(const Model& model, const mx::array& ids, LayerCaches& c
   auto logits = model(ids, &caches);
   const int B = logits.shape(0), L = logits.shape(1), V = logits.shape(2);
   logits = mx::squeeze(mx::slice(logits, {0, L - 1, 0}, {B, L, V}), 1);
+  if (auto fast = kernels::log_softmax(logits, model.fast_path())) return *fast;
   return mx::subtract(logits, mx::logsumexp(logits, -1, /*keepdims=*/true));
 }
 

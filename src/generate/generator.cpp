@@ -6,6 +6,7 @@
 
 #include "cache/rotating_kv_cache.h"
 #include "core/errors.h"
+#include "kernels/ops.h"
 
 namespace mx = mlx::core;
 
@@ -48,7 +49,9 @@ std::pair<mx::array, mx::array> Generator::step(const mx::array& input) {
     tokens_ = tokens_ ? mx::concatenate({*tokens_, input}) : input;
     for (const auto& p : processors_) logits = p(*tokens_, logits);
   }
-  auto logprobs = mx::subtract(logits, mx::logsumexp(logits, /*keepdims=*/true));
+  // mlx-lm: logits - mx.logsumexp(logits, keepdims=True); fast mode: one primitive of ours.
+  auto fast = kernels::log_softmax(logits, model_.fast_path());
+  auto logprobs = fast ? *fast : mx::subtract(logits, mx::logsumexp(logits, /*keepdims=*/true));
   auto sampled = sampler_(logprobs);
   return {sampled, mx::squeeze(logprobs, 0)};
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 namespace mlxcpp::kernels {
 
@@ -11,6 +13,43 @@ void rms_norm_rows(const VecOps& v, const float* x, const float* w, float eps, i
     float* o = out + static_cast<long>(r) * d;
     const float inv = 1.0f / std::sqrt(v.sum_squares(xr, d) / static_cast<float>(d) + eps);
     for (int i = 0; i < d; ++i) o[i] = xr[i] * inv * w[i];
+  }
+}
+
+void log_softmax_rows(const KernelContext& ctx, const float* x, int rows, long n, float* out) {
+  // Chunks of a row per pool task: the row's max, then sum(exp(x - max)), then the subtraction.
+  constexpr long kChunk = 8192;
+  const int chunks = static_cast<int>((n + kChunk - 1) / kChunk);
+  std::vector<float> part_max(chunks);
+  std::vector<double> part_sum(chunks);
+  auto over_chunks = [&](auto&& fn) {
+    if (chunks == 1) fn(0);
+    else ctx.pool().parallel_for(chunks, fn);
+  };
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + r * n;
+    float* o = out + r * n;
+    over_chunks([&](int c) {
+      float m = -std::numeric_limits<float>::infinity();
+      for (long i = c * kChunk, e = std::min(n, i + kChunk); i < e; ++i) m = std::max(m, xr[i]);
+      part_max[c] = m;
+    });
+    const float mx = *std::max_element(part_max.begin(), part_max.end());
+    if (!std::isfinite(mx)) {  // all -inf (or a nan/inf logit): as stock, no finite answer
+      for (long i = 0; i < n; ++i) o[i] = xr[i] - mx;
+      continue;
+    }
+    over_chunks([&](int c) {
+      double s = 0;
+      for (long i = c * kChunk, e = std::min(n, i + kChunk); i < e; ++i) s += std::exp(xr[i] - mx);
+      part_sum[c] = s;
+    });
+    double total = 0;
+    for (double s : part_sum) total += s;
+    const float lse = mx + static_cast<float>(std::log(total));
+    over_chunks([&](int c) {
+      for (long i = c * kChunk, e = std::min(n, i + kChunk); i < e; ++i) o[i] = xr[i] - lse;
+    });
   }
 }
 

@@ -47,6 +47,12 @@ std::optional<mx::array> rms_norm(const mx::array& x, const mx::array& w, float 
                    std::make_shared<RmsNormPrimitive>(mx::default_stream(mx::Device::cpu), fast, eps), {x, w});
 }
 
+std::optional<mx::array> log_softmax(const mx::array& logits, const FastPath& fast) {
+  if (!use_fast(fast) || logits.dtype() != mx::float32 || logits.ndim() < 1 || logits.size() == 0) return std::nullopt;
+  return mx::array(logits.shape(), mx::float32,
+                   std::make_shared<LogSoftmaxPrimitive>(mx::default_stream(mx::Device::cpu), fast), {logits});
+}
+
 std::optional<mx::array> quantized_take(const mx::array& w, const mx::array& scales,
                                         const std::optional<mx::array>& biases, const mx::array& ids, int group,
                                         int bits, const std::string& mode, const FastPath& fast) {

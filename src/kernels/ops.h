@@ -30,6 +30,10 @@ mlx::core::array quantized_matmul_t(const mlx::core::array& x, const mlx::core::
 std::optional<mlx::core::array> rms_norm(const mlx::core::array& x, const mlx::core::array& w, float eps,
                                          const FastPath& fast);
 
+// logits - logsumexp(logits, -1, keepdims=True) (log-probabilities) in one primitive for float32
+// logits; nullopt where the fast path does not apply (the caller composes mlx-lm's stock ops).
+std::optional<mlx::core::array> log_softmax(const mlx::core::array& logits, const FastPath& fast);
+
 // The rows of an affine-quantized table at `ids`, dequantized to float32 (a quantized embedding
 // lookup: [ids..., d]) in one primitive; nullopt where the fast path does not apply.
 std::optional<mlx::core::array> quantized_take(const mlx::core::array& w, const mlx::core::array& scales,

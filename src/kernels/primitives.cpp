@@ -68,6 +68,25 @@ bool RmsNormPrimitive::is_equivalent(const mx::Primitive& other) const {
   return o && o->eps_ == eps_ && o->ctx_ == ctx_;
 }
 
+void LogSoftmaxPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
+  begin_unary(stream(), inputs, out).dispatch([out = mx::array::unsafe_weak_copy(out),
+                                               x = mx::array::unsafe_weak_copy(inputs[0]), ctx = ctx_]() mutable {
+    KernelContext::Timer timer(*ctx);
+    std::vector<float> xs;
+    const long n = x.shape(-1);
+    log_softmax_rows(*ctx, contiguous_f32(x, xs), static_cast<int>(x.size() / n), n, out.data<float>());
+  });
+}
+
+void LogSoftmaxPrimitive::eval_gpu(const std::vector<mx::array>&, mx::array&) {
+  throw Error("[MlxcppLogSoftmax] CPU-only primitive built for a GPU stream");
+}
+
+bool LogSoftmaxPrimitive::is_equivalent(const mx::Primitive& other) const {
+  const auto* o = dynamic_cast<const LogSoftmaxPrimitive*>(&other);
+  return o && o->ctx_ == ctx_;
+}
+
 namespace {
 
 // Row `r` of an affine-quantized table, dequantized: value i at bit offset i * bits of the row's

@@ -46,6 +46,24 @@ class RmsNormPrimitive : public mlx::core::UnaryPrimitive {
   float eps_;
 };
 
+// inputs: x [..., n] float32; output: x - logsumexp(x, -1, keepdims) (mlx-lm's log-probabilities
+// over the vocabulary; stock MLX takes ~1 ms for 49k logits on one core, ~7 ms for 262k).
+class LogSoftmaxPrimitive : public mlx::core::UnaryPrimitive {
+ public:
+  LogSoftmaxPrimitive(mlx::core::Stream s, std::shared_ptr<const KernelContext> ctx)
+      : UnaryPrimitive(s), ctx_(std::move(ctx)) {}
+  void eval_cpu(const std::vector<mlx::core::array>& inputs, mlx::core::array& out) override;
+  void eval_gpu(const std::vector<mlx::core::array>& inputs, mlx::core::array& out) override;
+  const char* name() const override { return "MlxcppLogSoftmax"; }
+  bool is_equivalent(const mlx::core::Primitive& other) const override;
+  std::vector<mlx::core::Shape> output_shapes(const std::vector<mlx::core::array>& inputs) override {
+    return {inputs[0].shape()};
+  }
+
+ private:
+  std::shared_ptr<const KernelContext> ctx_;
+};
+
 // inputs: ids (integer, any shape), w [rows, d*bits/32] uint32, scales, biases [rows, d/g]
 // (float32 or both of one 16-bit type, row-contiguous); output: [ids..., d] float32, the rows of
 // dequantize(w, scales, biases) at ids: a quantized embedding lookup (stock MLX: three gathers

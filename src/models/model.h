@@ -39,6 +39,14 @@ class Model {
   virtual int num_layers() const = 0;
   // Every parameter array (to evaluate or measure after loading).
   virtual std::vector<mlx::core::array> parameters() const = 0;
+
+  // The fast path's context this model was loaded with (null in parity mode / off CPU); what
+  // runs on its output (the log-softmax over the vocabulary) uses it too.
+  const kernels::FastPath& fast_path() const { return fast_path_; }
+  void set_fast_path(kernels::FastPath fast) { fast_path_ = std::move(fast); }
+
+ private:
+  kernels::FastPath fast_path_;
 };
 
 struct LoadedModel {

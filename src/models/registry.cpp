@@ -52,6 +52,7 @@ LoadedModel load_model(const std::filesystem::path& dir, const ModelOptions& opt
   } catch (const std::exception& e) {
     throw WeightError(fmt::format("{}: reading the weights failed: {}", dir.string(), e.what()));
   }
+  model->set_fast_path(ctx.fast);
   return LoadedModel{std::move(model), std::move(ckpt), ctx.fast};
 }
 

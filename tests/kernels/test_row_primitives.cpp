@@ -1,10 +1,11 @@
-// The one-primitive RMSNorm and quantized embedding lookup of the fast path against the stock
-// MLX ops they replace, through the ops layer (as model code calls them).
+// The one-primitive RMSNorm, quantized embedding lookup and log-softmax of the fast path against
+// the stock MLX ops they replace, through the ops layer (as model and generation code call them).
 #include <gtest/gtest.h>
 #include <mlx/fast.h>
 #include <mlx/mlx.h>
 #include <mlx/primitives.h>
 
+#include <limits>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -47,6 +48,34 @@ TEST(RmsNormPrimitive, NotBuiltWhereItDoesNotApply) {
   EXPECT_FALSE(rms_norm(randn({2, 16}, 1), w, 1e-5f, nullptr));                      // parity mode
   EXPECT_FALSE(rms_norm(mx::astype(randn({2, 16}, 1), mx::bfloat16), w, 1e-5f, fast));  // not float32
   EXPECT_FALSE(rms_norm(randn({2, 8}, 1), w, 1e-5f, fast));                          // weight size
+}
+
+TEST(LogSoftmaxPrimitive, MatchesStockLogSumExpOverTheVocabulary) {
+  auto fast = std::make_shared<const KernelContext>(KernelOptions{.threads = 2});
+  for (auto shape : {mx::Shape{1, 100}, mx::Shape{2, 49152}, mx::Shape{1, 262144}, mx::Shape{2, 3, 8193}}) {
+    auto x = mx::multiply(randn(shape, shape.back()), mx::array(5.f));
+    // Masked logits (logits processors write -inf).
+    x = mx::where(mx::equal(mx::remainder(mx::arange(shape.back()), mx::array(7)), mx::array(3)),
+                  mx::array(-std::numeric_limits<float>::infinity()), x);
+    auto got = log_softmax(x, fast);
+    ASSERT_TRUE(got);
+    EXPECT_STREQ(got->primitive().name(), "MlxcppLogSoftmax");
+    auto ref = mx::subtract(x, mx::logsumexp(x, -1, true));
+    auto x64 = mx::astype(x, mx::float64);
+    auto exact = mx::astype(mx::subtract(x64, mx::logsumexp(x64, -1, true)), mx::float32);  // float64 math
+    mx::eval({*got, ref, exact});
+    auto finite = mx::isfinite(ref);
+    EXPECT_TRUE(mx::array_equal(finite, mx::isfinite(*got)).item<bool>());
+    auto err = [&](const mx::array& a) {
+      return max_abs_diff(mx::where(finite, a, mx::array(0.f)), mx::where(finite, exact, mx::array(0.f)));
+    };
+    // Only logsumexp's rounding differs (ours sums in double): no further from the float64 result
+    // than stock MLX's float32 sum, and within a few ulps of the largest |log-probability|.
+    EXPECT_LE(err(*got), std::max(err(ref), 1e-5f)) << shape.back();
+    EXPECT_LE(err(ref), 2e-4f) << shape.back();
+  }
+  EXPECT_FALSE(log_softmax(randn({1, 8}, 1), nullptr));                              // parity mode
+  EXPECT_FALSE(log_softmax(mx::astype(randn({1, 8}, 1), mx::bfloat16), fast));        // not float32
 }
 
 using Param = std::tuple<int, int>;  // bits, group
