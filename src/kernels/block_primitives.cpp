@@ -35,7 +35,8 @@ std::vector<mx::array> weak_copies(const std::vector<mx::array>& in) {
 }  // namespace
 
 void MlpBlockPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
-  begin_unary(stream(), inputs, out).dispatch([in = weak_copies(inputs), out = mx::array::unsafe_weak_copy(out), ctx = ctx_, eps = eps_,
+  auto& enc = begin_unary(stream(), inputs, out);
+  enc.dispatch([in = weak_copies(inputs), out = mx::array::unsafe_weak_copy(out), ctx = ctx_, eps = eps_,
                 slots = slots_, act = act_, post = post_norm_]() mutable {
     KernelContext::Timer timer(*ctx);
     std::vector<float> hs;

@@ -59,7 +59,7 @@ std::optional<mx::array> quantized_take(const mx::array& w, const mx::array& sca
   const bool ours = use_fast(fast) && mode == "affine" && biases && qmatmul_supported(bits, group) &&
                     scale_type(scales.dtype()) && scales.dtype() == biases->dtype() && w.dtype() == mx::uint32 &&
                     w.ndim() == 2 && w.shape(0) > 0 && w.flags().row_contiguous && scales.flags().row_contiguous &&
-                    biases->flags().row_contiguous && mx::issubdtype(ids.dtype(), mx::integer) &&
+                    biases->flags().row_contiguous &&
                     (ids.dtype() == mx::int32 || ids.dtype() == mx::uint32 || ids.dtype() == mx::int64 ||
                      ids.dtype() == mx::uint64);
   if (!ours) return std::nullopt;

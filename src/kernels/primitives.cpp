@@ -1,17 +1,12 @@
 #include "kernels/primitives.h"
 
 #include <algorithm>
-#include <cstring>
-
-#include <mlx/allocator.h>
-#include <mlx/backend/cpu/encoder.h>
 
 #include "core/errors.h"
 #include "kernels/array_access.h"
-#include "kernels/cpu_dispatch.h"
 #include "kernels/block_kernels.h"
+#include "kernels/cpu_dispatch.h"
 #include "kernels/qmatmul.h"
-#include "kernels/scale_load.h"
 #include "kernels/vec_ops.h"
 
 namespace mx = mlx::core;
@@ -19,7 +14,8 @@ namespace mx = mlx::core;
 namespace mlxcpp::kernels {
 
 void QuantizedMatmulPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
-  begin_unary(stream(), inputs, out).dispatch([out = mx::array::unsafe_weak_copy(out), x = mx::array::unsafe_weak_copy(inputs[0]),
+  auto& enc = begin_unary(stream(), inputs, out);
+  enc.dispatch([out = mx::array::unsafe_weak_copy(out), x = mx::array::unsafe_weak_copy(inputs[0]),
                 w = mx::array::unsafe_weak_copy(inputs[1]), s = mx::array::unsafe_weak_copy(inputs[2]),
                 b = mx::array::unsafe_weak_copy(inputs[3]), ctx = ctx_, bits = bits_, group = group_]() mutable {
     KernelContext::Timer timer(*ctx);
@@ -49,7 +45,8 @@ std::vector<mx::Shape> QuantizedMatmulPrimitive::output_shapes(const std::vector
 }
 
 void RmsNormPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
-  begin_unary(stream(), inputs, out).dispatch([out = mx::array::unsafe_weak_copy(out), x = mx::array::unsafe_weak_copy(inputs[0]),
+  auto& enc = begin_unary(stream(), inputs, out);
+  enc.dispatch([out = mx::array::unsafe_weak_copy(out), x = mx::array::unsafe_weak_copy(inputs[0]),
                 w = mx::array::unsafe_weak_copy(inputs[1]), ctx = ctx_, eps = eps_]() mutable {
     KernelContext::Timer timer(*ctx);
     std::vector<float> xs;
@@ -69,8 +66,9 @@ bool RmsNormPrimitive::is_equivalent(const mx::Primitive& other) const {
 }
 
 void LogSoftmaxPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
-  begin_unary(stream(), inputs, out).dispatch([out = mx::array::unsafe_weak_copy(out),
-                                               x = mx::array::unsafe_weak_copy(inputs[0]), ctx = ctx_]() mutable {
+  auto& enc = begin_unary(stream(), inputs, out);
+  enc.dispatch([out = mx::array::unsafe_weak_copy(out), x = mx::array::unsafe_weak_copy(inputs[0]),
+                ctx = ctx_]() mutable {
     KernelContext::Timer timer(*ctx);
     std::vector<float> xs;
     const long n = x.shape(-1);
@@ -89,24 +87,6 @@ bool LogSoftmaxPrimitive::is_equivalent(const mx::Primitive& other) const {
 
 namespace {
 
-// Row `r` of an affine-quantized table, dequantized: value i at bit offset i * bits of the row's
-// little-endian bitstream, times its group's scale plus its bias (MLX's dequantize).
-template <ScaleType ST>
-void dequantize_row(const uint32_t* w, const void* scales, const void* biases, long r, int d, int bits, int group,
-                    float* out) {
-  const auto* row = reinterpret_cast<const uint8_t*>(w) + r * (static_cast<long>(d) * bits / 8);
-  const long groups = d / group;
-  const uint32_t mask = (1u << bits) - 1;
-  for (int i = 0; i < d; ++i) {
-    const long bit = static_cast<long>(i) * bits;
-    uint32_t word = 0;
-    std::memcpy(&word, row + bit / 8, (bit % 8 + bits + 7) / 8);
-    const float q = static_cast<float>((word >> (bit % 8)) & mask);
-    const float s = load_scale<ST>(scales, r * groups + i / group), b = load_scale<ST>(biases, r * groups + i / group);
-    out[i] = q * s + b;
-  }
-}
-
 // Element i (row-major order) of `ids`, whatever its strides, as a row of a table of `rows`.
 template <class T>
 long row_index(const mx::array& ids, size_t i, long rows) {
@@ -116,19 +96,21 @@ long row_index(const mx::array& ids, size_t i, long rows) {
     i /= ids.shape(ax);
   }
   long id = static_cast<long>(ids.data<T>()[loc]);
-  if (id < 0) id += rows;                  // take's negative indices
-  return std::clamp(id, 0L, rows - 1);     // never read outside the table
+  if (id < 0) id += rows;               // take's negative indices
+  return std::clamp(id, 0L, rows - 1);  // never read outside the table
 }
 
 }  // namespace
 
 void QuantizedTakePrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
-  begin_unary(stream(), inputs, out).dispatch([out = mx::array::unsafe_weak_copy(out), ids = mx::array::unsafe_weak_copy(inputs[0]),
+  auto& enc = begin_unary(stream(), inputs, out);
+  enc.dispatch([out = mx::array::unsafe_weak_copy(out), ids = mx::array::unsafe_weak_copy(inputs[0]),
                 w = mx::array::unsafe_weak_copy(inputs[1]), s = mx::array::unsafe_weak_copy(inputs[2]),
                 b = mx::array::unsafe_weak_copy(inputs[3]), bits = bits_, group = group_]() mutable {
     const int d = out.shape(-1);
     const long rows = w.shape(0);
-    const auto st = *scale_type(s.dtype());
+    const QMatrixView table{w.data<uint32_t>(), s.data<void>(), b.data<void>(), static_cast<int>(rows), d, bits, group,
+                            *scale_type(s.dtype())};
     for (size_t i = 0; i < ids.size(); ++i) {
       long r = 0;
       switch (ids.dtype()) {
@@ -137,11 +119,7 @@ void QuantizedTakePrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::
         case mx::int64: r = row_index<int64_t>(ids, i, rows); break;
         default: r = row_index<uint64_t>(ids, i, rows); break;
       }
-      float* o = out.data<float>() + i * d;
-      const uint32_t* wp = w.data<uint32_t>();
-      if (st == ScaleType::kF16) dequantize_row<ScaleType::kF16>(wp, s.data<void>(), b.data<void>(), r, d, bits, group, o);
-      else if (st == ScaleType::kBF16) dequantize_row<ScaleType::kBF16>(wp, s.data<void>(), b.data<void>(), r, d, bits, group, o);
-      else dequantize_row<ScaleType::kF32>(wp, s.data<void>(), b.data<void>(), r, d, bits, group, o);
+      dequantize_row(table, r, out.data<float>() + i * d);
     }
   });
 }

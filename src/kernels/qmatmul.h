@@ -60,6 +60,9 @@ QKernel qmatmul_kernel_avx2_i16(int bits, ScaleType st);
 // At most this many x rows take the integer-dot GEMV; more take the float GEMM.
 inline constexpr int kI16MaxRows = 2;
 
+// Row n of the matrix dequantized (scale * q + bias per value, MLX's dequantize) into out[k].
+void dequantize_row(const QMatrixView& q, long n, float* out);
+
 // Whether our kernels handle this layout (bits 2..8 except 7, group 32/64/128).
 bool qmatmul_supported(int bits, int group);
 

@@ -47,7 +47,22 @@ struct Scalar {
   static QKernel call(int bits) { return QKernel{(bits >= 2 && bits <= 8 && bits != 7) ? rows_generic<ST> : nullptr, 0, false}; }
 };
 
+template <ScaleType ST>
+struct DequantizeRow {
+  static void call(const QMatrixView& q, long n, float* out) {
+    const auto* row = reinterpret_cast<const uint8_t*>(q.w) + n * (static_cast<int64_t>(q.k) * q.bits / 8);
+    const long groups = q.k / q.group;
+    for (int i = 0; i < q.k; ++i) {
+      const long at = n * groups + i / q.group;
+      const float v = static_cast<float>(extract(row, i, q.bits));
+      out[i] = load_scale<ST>(q.scales, at) * v + load_scale<ST>(q.biases, at);
+    }
+  }
+};
+
 }  // namespace
+
+void dequantize_row(const QMatrixView& q, long n, float* out) { with_scale_type<DequantizeRow>(q.stype, q, n, out); }
 
 QKernel qmatmul_kernel_scalar(int bits, ScaleType st) { return with_scale_type<Scalar>(st, bits); }
 

@@ -114,7 +114,9 @@ TEST_P(QuantizedTake, RowsEqualStockDequantizedGather) {
 
 INSTANTIATE_TEST_SUITE_P(BitsGroups, QuantizedTake,
                          ::testing::Combine(::testing::Values(2, 3, 4, 5, 6, 8), ::testing::Values(32, 64, 128)),
-                         [](const auto& info) { return fmt::format("b{}_g{}", std::get<0>(info.param), std::get<1>(info.param)); });
+                         [](const auto& info) {
+                           return fmt::format("b{}_g{}", std::get<0>(info.param), std::get<1>(info.param));
+                         });
 
 TEST(QuantizedTakePrimitive, OutOfRangeIdsReadInsideTheTable) {
   auto fast = std::make_shared<const KernelContext>();
