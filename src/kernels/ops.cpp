@@ -53,23 +53,6 @@ std::optional<mx::array> log_softmax(const mx::array& logits, const FastPath& fa
                    std::make_shared<LogSoftmaxPrimitive>(mx::default_stream(mx::Device::cpu), fast), {logits});
 }
 
-std::optional<mx::array> quantized_take(const mx::array& w, const mx::array& scales,
-                                        const std::optional<mx::array>& biases, const mx::array& ids, int group,
-                                        int bits, const std::string& mode, const FastPath& fast) {
-  const bool ours = use_fast(fast) && mode == "affine" && biases && qmatmul_supported(bits, group) &&
-                    scale_type(scales.dtype()) && scales.dtype() == biases->dtype() && w.dtype() == mx::uint32 &&
-                    w.ndim() == 2 && w.shape(0) > 0 && w.flags().row_contiguous && scales.flags().row_contiguous &&
-                    biases->flags().row_contiguous &&
-                    (ids.dtype() == mx::int32 || ids.dtype() == mx::uint32 || ids.dtype() == mx::int64 ||
-                     ids.dtype() == mx::uint64);
-  if (!ours) return std::nullopt;
-  auto shape = ids.shape();
-  shape.push_back(static_cast<int>(w.shape(1) * 32 / bits));
-  return mx::array(std::move(shape), mx::float32,
-                   std::make_shared<QuantizedTakePrimitive>(mx::default_stream(mx::Device::cpu), bits, group),
-                   {ids, w, scales, *biases});
-}
-
 std::optional<std::pair<mx::array, mx::array>> kernel_scales(const mx::array& scales, const mx::array& biases) {
   if (scales.dtype() != biases.dtype()) return std::nullopt;
   if (scales.dtype() == mx::float16 || scales.dtype() == mx::bfloat16) return std::make_pair(scales, biases);
@@ -111,6 +94,22 @@ LinearSlot add_linear(std::vector<mx::array>& inputs, const BlockLinear& l) {
 }
 
 }  // namespace
+
+std::optional<mx::array> quantized_take(const mx::array& w, const mx::array& scales,
+                                        const std::optional<mx::array>& biases, const mx::array& ids, int group,
+                                        int bits, const std::string& mode, const FastPath& fast) {
+  // The table's layout conditions are a block projection's (affine, our bits/groups, one scale type).
+  const bool ours = use_fast(fast) && mode == "affine" && biases && block_ok({w, scales, *biases, {}, bits, group}) &&
+                    w.shape(0) > 0 &&
+                    (ids.dtype() == mx::int32 || ids.dtype() == mx::uint32 || ids.dtype() == mx::int64 ||
+                     ids.dtype() == mx::uint64);
+  if (!ours) return std::nullopt;
+  auto shape = ids.shape();
+  shape.push_back(static_cast<int>(w.shape(1) * 32 / bits));
+  return mx::array(std::move(shape), mx::float32,
+                   std::make_shared<QuantizedTakePrimitive>(mx::default_stream(mx::Device::cpu), bits, group),
+                   {ids, w, scales, *biases});
+}
 
 std::optional<mx::array> mlp_block(const mx::array& h, const mx::array& norm_w, float eps, const BlockLinear& gate,
                                    const BlockLinear& up, const BlockLinear& down, const FastPath& fast,

@@ -5,8 +5,6 @@
 
 #include <tuple>
 
-#include <fmt/format.h>
-
 #include "kernels/kernel_context.h"
 #include "kernels/ops.h"
 #include "kernels/qmatmul.h"
@@ -96,8 +94,7 @@ TEST_P(QMatmul, EveryIsaMatchesStockMlx) {
 INSTANTIATE_TEST_SUITE_P(BitsGroups, QMatmul,
                          ::testing::Combine(::testing::Values(2, 3, 4, 5, 6, 8), ::testing::Values(32, 64, 128)),
                          [](const auto& info) {
-                           // fmt, not string operator+ (GCC 12 -Wrestrict false positive).
-                           return fmt::format("b{}_g{}", std::get<0>(info.param), std::get<1>(info.param));
+                           return test::bits_group_name(std::get<0>(info.param), std::get<1>(info.param));
                          });
 
 // Through the ops layer as an MLX primitive: batched 3-D input, strided (transposed) and bf16 x.

@@ -8,8 +8,6 @@
 #include <limits>
 #include <tuple>
 
-#include <fmt/format.h>
-
 #include "kernels/kernel_context.h"
 #include "kernels/ops.h"
 #include "test_support.h"
@@ -115,7 +113,7 @@ TEST_P(QuantizedTake, RowsEqualStockDequantizedGather) {
 INSTANTIATE_TEST_SUITE_P(BitsGroups, QuantizedTake,
                          ::testing::Combine(::testing::Values(2, 3, 4, 5, 6, 8), ::testing::Values(32, 64, 128)),
                          [](const auto& info) {
-                           return fmt::format("b{}_g{}", std::get<0>(info.param), std::get<1>(info.param));
+                           return mlxcpp::test::bits_group_name(std::get<0>(info.param), std::get<1>(info.param));
                          });
 
 TEST(QuantizedTakePrimitive, OutOfRangeIdsReadInsideTheTable) {

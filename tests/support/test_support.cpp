@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 namespace mx = mlx::core;
 
 namespace mlxcpp::test {
@@ -23,6 +25,11 @@ float max_abs_diff(const mx::array& a, const mx::array& b) {
   if (a.shape() != b.shape()) throw std::runtime_error("max_abs_diff: shape mismatch");
   auto d = mx::max(mx::abs(mx::subtract(mx::astype(a, mx::float32), mx::astype(b, mx::float32))));
   return d.item<float>();
+}
+
+std::string bits_group_name(int bits, int group) {
+  // fmt, not string operator+ (GCC 12 -Wrestrict false positive).
+  return fmt::format("b{}_g{}", bits, group);
 }
 
 }  // namespace mlxcpp::test

@@ -16,4 +16,7 @@ std::filesystem::path source_dir();
 // max |a - b| over all elements, computed in float32 (shapes must match).
 float max_abs_diff(const mlx::core::array& a, const mlx::core::array& b);
 
+// "b{bits}_g{group}": the name of a (bits, group) test parameter.
+std::string bits_group_name(int bits, int group);
+
 }  // namespace mlxcpp::test
