@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 #include <mlx/mlx.h>
 
+#include "kernels/block_kernels.h"
 #include "kernels/kernel_context.h"
 #include "kernels/qmatmul.h"
 
@@ -57,6 +58,28 @@ BENCHMARK(BM_QMatmul)
     ->ArgsProduct({{1}, {256, 1536, 49152, 196608}, {576}, {4, 8}, {1, 2}, {1, 2}})
     ->ArgsProduct({{128}, {1536}, {576}, {4}, {1, 2}, {1, 2}})
     ->Unit(benchmark::kMicrosecond);
+
+// Decode attention (one query row) on SmolLM2's heads (9 query, 3 key/value heads of 64) over a
+// cache of `ctx` positions; {ctx, isa (0 scalar, 1 avx2), threads}. The cache is L2-resident
+// here (the kernel's arithmetic); in a decode step it comes from memory.
+void BM_AttentionDecode(benchmark::State& state) {
+  const int ctx_len = state.range(0), heads = 9, kv_heads = 3, hd = 64;
+  const auto isa = static_cast<Isa>(state.range(1));
+  KernelContext ctx(KernelOptions{isa, static_cast<int>(state.range(2))});
+  auto q = mx::random::normal({heads * hd}), kc = mx::random::normal({kv_heads, ctx_len, hd}),
+       vc = mx::random::normal({kv_heads, ctx_len, hd});
+  mx::eval({q, kc, vc});
+  std::vector<float> out(heads * hd);
+  AttentionShape s{heads, kv_heads, hd, ctx_len, ctx_len - 1, 1, 0.125f, std::nullopt};
+  for (auto _ : state) {
+    attention(ctx, s, q.data<float>(), kc.data<float>(), vc.data<float>(), out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["kv_GB/s"] =
+      benchmark::Counter(2.0 * kc.nbytes(), benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(isa_name(isa));
+}
+BENCHMARK(BM_AttentionDecode)->ArgsProduct({{32, 128, 512}, {0, 1}, {1, 2}})->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

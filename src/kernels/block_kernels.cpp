@@ -19,6 +19,7 @@ void rms_norm_rows(const VecOps& v, const float* x, const float* w, float eps, i
 void log_softmax_rows(const KernelContext& ctx, const float* x, int rows, long n, float* out) {
   // Chunks of a row per pool task: the row's max, then sum(exp(x - max)), then the subtraction.
   constexpr long kChunk = 8192;
+  const VecOps& v = vec_ops(ctx.isa());
   const int chunks = static_cast<int>((n + kChunk - 1) / kChunk);
   std::vector<float> part_max(chunks);
   std::vector<double> part_sum(chunks);
@@ -40,9 +41,8 @@ void log_softmax_rows(const KernelContext& ctx, const float* x, int rows, long n
       continue;
     }
     over_chunks([&](int c) {
-      double s = 0;
-      for (long i = c * kChunk, e = std::min(n, i + kChunk); i < e; ++i) s += std::exp(xr[i] - mx);
-      part_sum[c] = s;
+      const long i = c * kChunk;
+      part_sum[c] = v.sum_exp(xr + i, std::min(n, i + kChunk) - i, mx);
     });
     double total = 0;
     for (double s : part_sum) total += s;
@@ -50,18 +50,6 @@ void log_softmax_rows(const KernelContext& ctx, const float* x, int rows, long n
     over_chunks([&](int c) {
       for (long i = c * kChunk, e = std::min(n, i + kChunk); i < e; ++i) o[i] = xr[i] - lse;
     });
-  }
-}
-
-void silu_mul(const float* g, const float* u, float* y, long n) {
-  for (long i = 0; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-}
-
-void gelu_mul(const float* g, const float* u, float* y, long n) {
-  const float c = 0.7978845608028654f;  // sqrt(2 / pi)
-  for (long i = 0; i < n; ++i) {
-    const float x = g[i];
-    y[i] = 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x))) * u[i];
   }
 }
 
@@ -129,18 +117,8 @@ void attention(const KernelContext& ctx, const AttentionShape& s, const float* q
     for (int l = qb * kQBlock; l < std::min(s.L, (qb + 1) * kQBlock); ++l) {
       const int pos = s.offset + l;
       const int first = s.window ? std::max(0, pos - *s.window + 1) : 0;
-      const float* qv = q + (static_cast<long>(l) * s.heads + h) * hd;
-      float mx = -INFINITY;
-      for (int j = first; j <= pos; ++j) {
-        scores[j] = v.dot(qv, K + static_cast<long>(j) * hd, hd) * s.scale;
-        mx = std::max(mx, scores[j]);
-      }
-      float sum = 0.f;
-      for (int j = first; j <= pos; ++j) sum += (scores[j] = std::exp(scores[j] - mx));
-      float* o = out + (static_cast<long>(l) * s.heads + h) * hd;
-      std::fill(o, o + hd, 0.f);
-      const float inv = 1.0f / sum;
-      for (int j = first; j <= pos; ++j) v.axpy(scores[j] * inv, V + static_cast<long>(j) * hd, o, hd);
+      const long row = (static_cast<long>(l) * s.heads + h) * hd;
+      v.attend(q + row, K, V, hd, first, pos, s.scale, scores.data(), out + row);
     }
   });
 }

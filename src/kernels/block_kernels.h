@@ -15,16 +15,10 @@ namespace mlxcpp::kernels {
 // out[r] = x[r] * rsqrt(mean(x[r]^2) + eps) * w   (mx.fast.rms_norm)
 void rms_norm_rows(const VecOps& v, const float* x, const float* w, float eps, int rows, int d, float* out);
 
-// y = silu(g) * u, elementwise (mlx-lm's swiglu).
-void silu_mul(const float* g, const float* u, float* y, long n);
-
 // out[r] = x[r] - logsumexp(x[r]) for `rows` rows of n (x - max, exp summed in double, log): the
 // log-probabilities mlx-lm takes over the vocabulary; long rows split over the context's pool.
 void log_softmax_rows(const KernelContext& ctx, const float* x, int rows, long n, float* out);
-// y = gelu_approx(g) * u (mlx.nn.gelu_approx, the tanh form; Gemma's GeGLU).
-void gelu_mul(const float* g, const float* u, float* y, long n);
-
-// The gated activation of an MLP block.
+// The gated activation of an MLP block (VecOps::silu_mul / gelu_mul).
 enum class GluActivation { kSilu, kGeluApprox };
 
 // The rotation of mx.fast.rope for `dims` leading features of each head: angle = pos * scale *

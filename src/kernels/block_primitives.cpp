@@ -49,8 +49,7 @@ void MlpBlockPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array
         u(static_cast<size_t>(rows) * hidden);
     rms_norm_rows(v, h, in[1].data<float>(), eps, rows, d, xn.data());
     qlinear_many(*ctx, {{view(in, slots[0]), g.data()}, {view(in, slots[1]), u.data()}}, xn.data(), rows);
-    if (act == GluActivation::kSilu) silu_mul(g.data(), u.data(), g.data(), static_cast<long>(rows) * hidden);
-    else gelu_mul(g.data(), u.data(), g.data(), static_cast<long>(rows) * hidden);
+    (act == GluActivation::kSilu ? v.silu_mul : v.gelu_mul)(g.data(), u.data(), g.data(), static_cast<long>(rows) * hidden);
     float* o = out.data<float>();
     qlinear(*ctx, view(in, slots[2]), g.data(), rows, o);
     if (post >= 0) rms_norm_rows(v, o, in[post].data<float>(), eps, rows, d, o);

@@ -9,6 +9,16 @@ struct VecOps {
   float (*dot)(const float* a, const float* b, int n);
   void (*axpy)(float a, const float* x, float* y, int n);  // y += a * x
   float (*sum_squares)(const float* x, int n);
+  // Attention of one query row q[hd] over the key and value rows first..last (hd floats each,
+  // rows hd apart from k / v): out[hd] = softmax(scale * K q) V. scores: scratch of at least
+  // last - first + 1 floats.
+  void (*attend)(const float* q, const float* k, const float* v, int hd, int first, int last, float scale,
+                 float* scores, float* out);
+  // sum(exp(x[i] - shift)) over n values, accumulated in double.
+  double (*sum_exp)(const float* x, long n, float shift);
+  // y = silu(g) * u (mlx-lm's swiglu) and y = gelu_approx(g) * u (the tanh form; Gemma's GeGLU).
+  void (*silu_mul)(const float* g, const float* u, float* y, long n);
+  void (*gelu_mul)(const float* g, const float* u, float* y, long n);
 };
 
 const VecOps& vec_ops(Isa isa);

@@ -1,5 +1,8 @@
 #include "kernels/vec_ops.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace mlxcpp::kernels {
 
 namespace {
@@ -14,10 +17,42 @@ void axpy(float a, const float* x, float* y, int n) {
 }
 float sum_squares(const float* x, int n) { return dot(x, x, n); }
 
+void attend(const float* q, const float* k, const float* v, int hd, int first, int last, float scale, float* scores,
+            float* out) {
+  const int n = last - first + 1;
+  k += static_cast<long>(first) * hd;
+  v += static_cast<long>(first) * hd;
+  float mx = -INFINITY;
+  for (int j = 0; j < n; ++j) mx = std::max(mx, scores[j] = dot(q, k + static_cast<long>(j) * hd, hd) * scale);
+  float sum = 0.f;
+  for (int j = 0; j < n; ++j) sum += (scores[j] = std::exp(scores[j] - mx));
+  std::fill(out, out + hd, 0.f);
+  const float inv = 1.0f / sum;
+  for (int j = 0; j < n; ++j) axpy(scores[j] * inv, v + static_cast<long>(j) * hd, out, hd);
+}
+
+double sum_exp(const float* x, long n, float shift) {
+  double s = 0;
+  for (long i = 0; i < n; ++i) s += std::exp(x[i] - shift);
+  return s;
+}
+
+void silu_mul(const float* g, const float* u, float* y, long n) {
+  for (long i = 0; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void gelu_mul(const float* g, const float* u, float* y, long n) {
+  const float c = 0.7978845608028654f;  // sqrt(2 / pi)
+  for (long i = 0; i < n; ++i) {
+    const float x = g[i];
+    y[i] = 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x))) * u[i];
+  }
+}
+
 }  // namespace
 
 const VecOps& vec_ops_scalar() {
-  static const VecOps ops{dot, axpy, sum_squares};
+  static const VecOps ops{dot, axpy, sum_squares, attend, sum_exp, silu_mul, gelu_mul};
   return ops;
 }
 

@@ -5,6 +5,8 @@
 #include <mlx/mlx.h>
 
 #include <cmath>
+#include <limits>
+#include <tuple>
 
 #include "kernels/block_kernels.h"
 #include "kernels/kernel_context.h"
@@ -65,9 +67,12 @@ TEST(BlockKernels, RopeMatchesFastRope) {
 }
 
 // q [L, heads, hd] against a cache [kv_heads, cap, hd] holding offset + L keys.
+// Head dims: 64 (SmolLM2), 256 (Gemma 3: several passes over the value rows), 40 (a partial
+// pass) and 20 (not a multiple of 8: the plain path).
 TEST(BlockKernels, AttentionMatchesSdpaWithGqaCausalAndWindow) {
-  const int heads = 6, kv_heads = 2, hd = 64, cap = 64;
-  for (auto [offset, L] : std::vector<std::pair<int, int>>{{0, 1}, {0, 9}, {20, 1}, {13, 17}}) {
+  const int heads = 6, kv_heads = 2, cap = 64;
+  for (auto [offset, L, hd] : std::vector<std::tuple<int, int, int>>{
+           {0, 1, 64}, {0, 9, 64}, {20, 1, 64}, {13, 17, 64}, {30, 1, 256}, {5, 3, 40}, {22, 2, 20}}) {
     for (std::optional<int> window : {std::optional<int>{}, std::optional<int>{8}}) {
       const int S = offset + L;
       auto q = randn({1, heads, L, hd}, 100 + S), k = randn({1, kv_heads, S, hd}, 200 + S), v = randn({1, kv_heads, S, hd}, 300 + S);
@@ -89,19 +94,55 @@ TEST(BlockKernels, AttentionMatchesSdpaWithGqaCausalAndWindow) {
         AttentionShape s{heads, kv_heads, hd, cap, offset, L, scale, window};
         attention(ctx, s, qr.data<float>(), kc.data<float>(), vc.data<float>(), out.data());
         auto got = mx::transpose(from(out, {1, L, heads, hd}), {0, 2, 1, 3});
-        EXPECT_LE(max_abs_diff(got, ref), 1e-5f)
-            << isa_name(isa) << " offset=" << offset << " L=" << L << " window=" << window.value_or(0);
+        EXPECT_LE(max_abs_diff(got, ref), 1e-5f) << isa_name(isa) << " offset=" << offset << " L=" << L
+                                                 << " hd=" << hd << " window=" << window.value_or(0);
       }
     }
   }
 }
 
-TEST(BlockKernels, SiluMulMatchesMlx) {
-  auto g = randn({1000}, 1), u = randn({1000}, 2);
-  auto ref = mx::multiply(mx::multiply(g, mx::sigmoid(g)), u);
-  std::vector<float> out(1000);
-  silu_mul(g.data<float>(), u.data<float>(), out.data(), 1000);
-  EXPECT_LE(max_abs_diff(from(out, {1000}), ref), 1e-6f);
+// Gated activations over 1003 values (a tail after the vectors), with large |g| where exp
+// saturates, against float64 math: relative error, absolute below 1 (1 + tanh cancels for
+// negative g in float32, whichever form computes it).
+TEST(BlockKernels, GatedActivationsMatchFloat64) {
+  const int n = 1010;
+  auto g = mx::multiply(randn({n - 7}, 1), mx::array(4.f));
+  g = mx::concatenate({g, mx::array({-120.f, -90.f, -30.f, 0.f, 30.f, 90.f, 120.f})});
+  auto u = randn({n}, 2);
+  mx::eval(g);
+  auto g64 = mx::astype(g, mx::float64), u64 = mx::astype(u, mx::float64);
+  auto one = mx::array(1.0, mx::float64);
+  auto silu = mx::multiply(mx::divide(g64, mx::add(one, mx::exp(mx::negative(g64)))), u64);
+  auto t = mx::multiply(mx::array(0.7978845608028654, mx::float64),
+                        mx::add(g64, mx::multiply(mx::array(0.044715, mx::float64), mx::multiply(mx::multiply(g64, g64), g64))));
+  auto gelu = mx::multiply(mx::multiply(mx::multiply(mx::array(0.5, mx::float64), g64), mx::add(one, mx::tanh(t))), u64);
+  mx::eval({silu, gelu});
+  auto err = [&](const std::vector<float>& got, const mx::array& ref) {
+    auto d = mx::abs(mx::subtract(mx::astype(from(got, {n}), mx::float64), ref));
+    return mx::max(mx::divide(d, mx::maximum(mx::abs(ref), one))).item<double>();
+  };
+  for (Isa isa : isas()) {
+    std::vector<float> out(n);
+    vec_ops(isa).silu_mul(g.data<float>(), u.data<float>(), out.data(), n);
+    EXPECT_LE(err(out, silu), 1e-6) << isa_name(isa);
+    vec_ops(isa).gelu_mul(g.data<float>(), u.data<float>(), out.data(), n);
+    EXPECT_LE(err(out, gelu), 1e-6) << isa_name(isa);
+  }
+}
+
+// sum(exp(x - shift)) in double against float64 math, with -inf entries (masked logits).
+TEST(BlockKernels, SumExpMatchesDouble) {
+  for (int n : {5, 1000, 49157}) {
+    auto x = mx::multiply(randn({n}, n), mx::array(6.f));
+    x = mx::where(mx::equal(mx::remainder(mx::arange(n), mx::array(5)), mx::array(2)),
+                  mx::array(-std::numeric_limits<float>::infinity()), x);
+    mx::eval(x);
+    const float shift = mx::max(x).item<float>();
+    const double exact = mx::sum(mx::exp(mx::subtract(mx::astype(x, mx::float64), mx::array(static_cast<double>(shift)))))
+                             .item<double>();
+    for (Isa isa : isas())
+      EXPECT_NEAR(vec_ops(isa).sum_exp(x.data<float>(), n, shift) / exact, 1.0, 1e-6) << isa_name(isa) << " n=" << n;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,282 @@
+// The integer-dot GEMV for decode on AVX2 (this file is compiled with -mavx2 -mfma -mf16c):
+// int16 activations against 4/5/6/8-bit weights with vpmaddwd.
+#include <algorithm>
+
+#include "kernels/avx2_traits.h"
+
+namespace mlxcpp::kernels {
+
+namespace {
+
+using avx2::Avx2;
+
+// --- Integer activations for the integer-dot GEMVs --------------------------------------------
+
+inline __m256 abs8(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.f), v); }
+inline float hmax8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+
+// Sum of x per group.
+void group_sums(const float* x, int k, int group, float* xsum) {
+  for (int g = 0; g < k / group; ++g) {
+    __m256 s = _mm256_setzero_ps();
+    for (int i = g * group; i < (g + 1) * group; i += 8) s = _mm256_add_ps(s, _mm256_loadu_ps(x + i));
+    xsum[g] = Avx2::reduce(s);
+  }
+}
+
+// 32 values as int32 levels (x * inv, rounded to nearest) in natural order x0..7, 8..15, ...
+inline void levels32(const float* x, __m256 inv, __m256i v[4]) {
+  for (int i = 0; i < 4; ++i) v[i] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), inv));
+}
+
+// int16 levels of the row's step d = max|x| / 32767; with DEINT each block of 32 de-interleaved
+// (16 even values, then 16 odd ones: the order of the low and high bytes of an 8-bit row's
+// 16-bit words).
+template <bool DEINT>
+void quantize_i16(const float* x, int k, int group, int16_t* q, float* step, float* xsum) {
+  __m256 amax = _mm256_setzero_ps();
+  for (int i = 0; i < k; i += 8) amax = _mm256_max_ps(amax, abs8(_mm256_loadu_ps(x + i)));
+  const float m = hmax8(amax);
+  *step = m > 0.f ? m / 32767.f : 1.f;
+  const __m256 inv = _mm256_set1_ps(m > 0.f ? 32767.f / m : 0.f);
+  // Within each 128-bit lane of 8 int16: evens then odds.
+  const __m256i split = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,  //
+                                         0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  for (int i = 0; i < k; i += 32) {
+    __m256i v[4];
+    levels32(x + i, inv, v);
+    // packs works per 128-bit lane; the qword permute restores natural order x0..15, x16..31.
+    __m256i a = _mm256_permute4x64_epi64(_mm256_packs_epi32(v[0], v[1]), 0xD8);
+    __m256i b = _mm256_permute4x64_epi64(_mm256_packs_epi32(v[2], v[3]), 0xD8);
+    if constexpr (DEINT) {
+      a = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(a, split), 0xD8);  // [evens 0..14 | odds 1..15]
+      b = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(b, split), 0xD8);
+      const __m256i e = _mm256_permute2x128_si256(a, b, 0x20), o = _mm256_permute2x128_si256(a, b, 0x31);
+      a = e;
+      b = o;
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), a);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i + 16), b);
+  }
+  group_sums(x, k, group, xsum);
+}
+
+// The 4-bit kernel's x layout (see above) from natural-order levels.
+void quantize_i16_nib4(const float* x, int k, int group, int16_t* q, float* step, float* xsum) {
+  quantize_i16<false>(x, k, group, q, step, xsum);
+  int16_t tmp[64];
+  for (int c = 0; c < k; c += 64) {
+    const int words = std::min(64, k - c) / 4;
+    std::copy(q + c, q + c + 4 * words, tmp);
+    for (int j = 0; j < words; ++j)
+      for (int t = 0; t < 4; ++t) q[c + t * words + j] = tmp[4 * j + t];
+  }
+}
+
+// --- Integer-dot GEMV (decode): int16 activations, 4/5/6/8-bit weights ------------------------
+// Each step reads 32 bytes of a row where it can and splits them into 16-bit lanes with in-lane
+// masks and shifts only (vpmovzxbw crosses 128-bit lanes: ~3 cycles of the two shuffle pipes on
+// Zen 3, the GEMV's bottleneck), each multiplied with int16 x laid out to match by vpmaddwd:
+// - 4-bit: 64 values per step; 16-bit word j holds values 4j..4j+3 in its four nibbles, so x is
+//   laid out per 64 as four blocks of 16: block t holds x[4j + t] (a last 32: four blocks of 8);
+// - 8-bit: 32 values; word j holds values 2j (low byte) and 2j + 1: x per 32 as evens, odds.
+// Products and sums are exact int32 (<= 255 * 32767 * 2 per lane and step); each group's sum is
+// converted once and scaled.
+
+// 5/6-bit: the 32 values of a group block sit in 4*BITS bytes; values 0-15 come from the first
+// 16 bytes and 16-31 from the last 16 (both loads inside the block). A byte shuffle puts the two
+// bytes holding each value in its 16-bit lane, a multiply by 2^(16-BITS-shift) moves the value
+// to the top bits and a shift right by 16-BITS brings it down (AVX2 has no per-lane 16-bit
+// variable shift).
+template <int BITS>
+struct Spread16 {
+  static constexpr int kBytes = 4 * BITS, kBaseB = kBytes - 16;
+  alignas(32) uint8_t idx[2][32];
+  alignas(32) uint16_t mul[2][16];
+  constexpr Spread16() : idx{}, mul{} {
+    for (int j = 0; j < 32; ++j) {
+      const int off = j * BITS, b = off / 8, s = off % 8, half = j / 16, lane = j % 16;
+      const int base = half ? kBaseB : 0;
+      idx[half][2 * lane] = static_cast<uint8_t>(b - base);
+      idx[half][2 * lane + 1] = static_cast<uint8_t>(s + BITS > 8 ? b + 1 - base : 0x80);
+      mul[half][lane] = static_cast<uint16_t>(1u << (16 - BITS - s));
+    }
+  }
+};
+
+template <int BITS>
+inline void unpack32_16(const uint8_t* p, __m256i& a, __m256i& b) {
+  static constexpr Spread16<BITS> sp{};
+  const __m256i va = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256i vb =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + Spread16<BITS>::kBaseB)));
+  a = _mm256_shuffle_epi8(va, _mm256_load_si256(reinterpret_cast<const __m256i*>(sp.idx[0])));
+  b = _mm256_shuffle_epi8(vb, _mm256_load_si256(reinterpret_cast<const __m256i*>(sp.idx[1])));
+  a = _mm256_srli_epi16(_mm256_mullo_epi16(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(sp.mul[0]))), 16 - BITS);
+  b = _mm256_srli_epi16(_mm256_mullo_epi16(b, _mm256_load_si256(reinterpret_cast<const __m256i*>(sp.mul[1]))), 16 - BITS);
+}
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+
+// The products of one step (the values from k of every row) added into s[NR]. HALF: a 4-bit
+// row's last 32 values (16 bytes; the upper 128-bit lane of s is left alone).
+template <int BITS, int NR, bool HALF = false>
+inline void step_products(const int16_t* xq, const uint8_t* const* row, int k, __m256i* s) {
+  if constexpr (BITS == 4 && HALF) {
+    const __m128i m = _mm_set1_epi16(0x0F);
+    __m128i x[4];
+    for (int t = 0; t < 4; ++t) x[t] = load128(xq + k + 8 * t);
+    for (int r = 0; r < NR; ++r) {
+      const __m128i v = load128(row[r] + k / 2);
+      const __m128i p = _mm_add_epi32(
+          _mm_add_epi32(_mm_madd_epi16(_mm_and_si128(v, m), x[0]), _mm_madd_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), m), x[1])),
+          _mm_add_epi32(_mm_madd_epi16(_mm_and_si128(_mm_srli_epi16(v, 8), m), x[2]), _mm_madd_epi16(_mm_srli_epi16(v, 12), x[3])));
+      s[r] = _mm256_add_epi32(s[r], _mm256_zextsi128_si256(p));
+    }
+  } else if constexpr (BITS == 4) {
+    const __m256i m = _mm256_set1_epi16(0x0F);
+    __m256i x[4];
+    for (int t = 0; t < 4; ++t) x[t] = load256(xq + k + 16 * t);
+    for (int r = 0; r < NR; ++r) {
+      const __m256i v = load256(row[r] + k / 2);
+      const __m256i p01 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(v, m), x[0]),
+                                           _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m), x[1]));
+      const __m256i p23 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 8), m), x[2]),
+                                           _mm256_madd_epi16(_mm256_srli_epi16(v, 12), x[3]));
+      s[r] = _mm256_add_epi32(s[r], _mm256_add_epi32(p01, p23));
+    }
+  } else {
+    const __m256i x0 = load256(xq + k), x1 = load256(xq + k + 16);
+    for (int r = 0; r < NR; ++r) {
+      __m256i w0, w1;
+      if constexpr (BITS == 8) {
+        const __m256i v = load256(row[r] + k);
+        w0 = _mm256_and_si256(v, _mm256_set1_epi16(0xFF));
+        w1 = _mm256_srli_epi16(v, 8);
+      } else {
+        unpack32_16<BITS>(row[r] + k / 32 * (4 * BITS), w0, w1);
+      }
+      s[r] = _mm256_add_epi32(s[r], _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1)));
+    }
+  }
+}
+
+// NR rows from row n, group size G at compile time. Per row, the scales of 8 groups are loaded
+// (and converted) once and each group's scale is picked from them by one lane permute (a scalar
+// load, conversion and broadcast per group and row cost ~25% of the 4-bit GEMV). A 4-bit step
+// at group 32 spans two groups: the low 128-bit lane of its sums is the first one's.
+template <int BITS, ScaleType ST, int NR, int G>
+void gemv_i16_block(const int16_t* xq, const float* xsum, float xd, const QMatrixView& q, int n, float* out) {
+  constexpr int kStep = BITS == 4 ? 64 : 32;  // values per step
+  const int groups = q.k / G;
+  const long row_bytes = static_cast<long>(q.k) * BITS / 8;
+  const auto* base = reinterpret_cast<const uint8_t*>(q.w);
+  simd::NextBlockPrefetch<NR, kStep * BITS / 8> pf(q, row_bytes, n);
+  const uint8_t* row[NR];
+  for (int r = 0; r < NR; ++r) row[r] = base + static_cast<long>(n + r) * row_bytes;
+  __m256 acc[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+  auto scale = [&](int r, int g) { return load_scale<ST, Avx2>(q.scales, static_cast<long>(n + r) * groups + g); };
+  // The int32 sums of the steps over values [k0, k1).
+  auto sums = [&](int k0, int k1, __m256i s[NR]) {
+    for (int r = 0; r < NR; ++r) s[r] = _mm256_setzero_si256();
+    for (int k = k0; k < k1; k += kStep) {
+      pf.step();
+      step_products<BITS, NR>(xq, row, k, s);
+    }
+  };
+  int g = 0;
+  if constexpr (BITS == 4 && G == 32) {
+    for (; g + 8 <= groups; g += 8) {
+      __m256 sc[NR];
+      for (int r = 0; r < NR; ++r) sc[r] = Avx2::load_scales<ST>(q.scales, static_cast<long>(n + r) * groups + g);
+      for (int j = 0; j < 4; ++j) {
+        __m256i s[NR];
+        sums((g + 2 * j) * G, (g + 2 * j + 2) * G, s);
+        const __m256i idx = _mm256_setr_epi32(2 * j, 2 * j, 2 * j, 2 * j, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1);
+        for (int r = 0; r < NR; ++r)
+          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_permutevar8x32_ps(sc[r], idx), acc[r]);
+      }
+    }
+    for (; g + 2 <= groups; g += 2) {
+      __m256i s[NR];
+      sums(g * G, (g + 2) * G, s);
+      for (int r = 0; r < NR; ++r) {
+        const __m256 sv = _mm256_setr_m128(_mm_set1_ps(scale(r, g)), _mm_set1_ps(scale(r, g + 1)));
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), sv, acc[r]);
+      }
+    }
+    if (g < groups) {  // a last single group: half a step
+      __m256i s[NR];
+      for (int r = 0; r < NR; ++r) s[r] = _mm256_setzero_si256();
+      step_products<4, NR, true>(xq, row, g * G, s);
+      for (int r = 0; r < NR; ++r) acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_set1_ps(scale(r, g)), acc[r]);
+    }
+  } else {
+    for (; g + 8 <= groups; g += 8) {
+      __m256 sc[NR];
+      for (int r = 0; r < NR; ++r) sc[r] = Avx2::load_scales<ST>(q.scales, static_cast<long>(n + r) * groups + g);
+      for (int j = 0; j < 8; ++j) {
+        __m256i s[NR];
+        sums((g + j) * G, (g + j + 1) * G, s);
+        const __m256i idx = _mm256_set1_epi32(j);
+        for (int r = 0; r < NR; ++r)
+          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_permutevar8x32_ps(sc[r], idx), acc[r]);
+      }
+    }
+    for (; g < groups; ++g) {
+      __m256i s[NR];
+      sums(g * G, (g + 1) * G, s);
+      for (int r = 0; r < NR; ++r) acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_set1_ps(scale(r, g)), acc[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) {
+    out[n + r] = xd * Avx2::reduce(acc[r]) +
+                 simd::dot_scales<Avx2, ST>(q.biases, static_cast<long>(n + r) * groups, xsum, groups);
+  }
+}
+
+template <int BITS, ScaleType ST, int G>
+void rows_i16(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, int ldo) {
+  const int groups = q.k / q.group;
+  for (int mm = 0; mm < in.m; ++mm) {
+    const int16_t* xq = in.xq + static_cast<long>(mm) * q.k;
+    const float* xs = in.xsum + static_cast<long>(mm) * groups;
+    float* o = out + static_cast<long>(mm) * ldo;
+    simd::prefetch_rows(q, static_cast<long>(q.k) * BITS / 8, n0, n0 + 4);  // the first block
+    int n = n0;
+    for (; n + 4 <= n1; n += 4) gemv_i16_block<BITS, ST, 4, G>(xq, xs, in.xd[mm], q, n, o);
+    for (; n < n1; ++n) gemv_i16_block<BITS, ST, 1, G>(xq, xs, in.xd[mm], q, n, o);
+  }
+}
+
+template <int BITS, ScaleType ST>
+void rows_i16_any(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, int ldo) {
+  switch (q.group) {
+    case 32: return rows_i16<BITS, ST, 32>(in, q, n0, n1, out, ldo);
+    case 64: return rows_i16<BITS, ST, 64>(in, q, n0, n1, out, ldo);
+    default: return rows_i16<BITS, ST, 128>(in, q, n0, n1, out, ldo);
+  }
+}
+
+template <ScaleType ST>
+struct I16Table {
+  static QKernel call(int bits) {
+    if (bits == 4) return {rows_i16_any<4, ST>, 0, true, quantize_i16_nib4};
+    if (bits == 5) return {rows_i16_any<5, ST>, 0, true, quantize_i16<false>};
+    if (bits == 6) return {rows_i16_any<6, ST>, 0, true, quantize_i16<false>};
+    if (bits == 8) return {rows_i16_any<8, ST>, 0, true, quantize_i16<true>};
+    return {};
+  }
+};
+
+}  // namespace
+
+QKernel qmatmul_kernel_avx2_i16(int bits, ScaleType st) { return with_scale_type<I16Table>(st, bits); }
+
+}  // namespace mlxcpp::kernels

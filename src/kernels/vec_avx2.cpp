@@ -1,0 +1,206 @@
+// AVX2 vector routines (this file is compiled with -mavx2 -mfma -mf16c): dot/axpy, exp and
+// the activations and attention built on it.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/vec_ops.h"
+
+namespace mlxcpp::kernels {
+
+namespace {
+
+float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+
+// exp(x) in float32 (Cephes' expf: x = n ln2 + r with |r| <= ln2 / 2, a degree-6 polynomial
+// in r, times 2^n; within ~2 ulp of the exact value). Inputs are clamped to +-88.376: below,
+// the result is 0; above, 2^128 = inf.
+__m256 exp256(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-88.3762626647949f)), _mm256_set1_ps(88.3762626647949f));
+  const __m256 fx = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.f)));
+  // 2^n by the exponent bits (n = -127 gives 0).
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+float dot256(const float* a, const float* b, int n) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+  }
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+  float s = hsum(_mm256_add_ps(acc0, acc1));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+void axpy256(float a, const float* x, float* y, int n) {
+  const __m256 av = _mm256_set1_ps(a);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+float sumsq256(const float* x, int n) { return dot256(x, x, n); }
+
+// The softmax numerators in place: scores[j] = exp(scores[j] - max); returns their sum.
+float softmax_numerators(float* sc, int n) {
+  __m256 m8 = _mm256_set1_ps(-INFINITY);
+  int j = 0;
+  for (; j + 8 <= n; j += 8) m8 = _mm256_max_ps(m8, _mm256_loadu_ps(sc + j));
+  float mx = hmax(m8);
+  for (; j < n; ++j) mx = std::max(mx, sc[j]);
+  const __m256 mv = _mm256_set1_ps(mx);
+  __m256 s8 = _mm256_setzero_ps();
+  j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(sc + j), mv));
+    _mm256_storeu_ps(sc + j, e);
+    s8 = _mm256_add_ps(s8, e);
+  }
+  float sum = hsum(s8);
+  for (; j < n; ++j) sum += (sc[j] = std::exp(sc[j] - mx));
+  return sum;
+}
+
+// out[0 .. 8 NV) = inv * sum_j p[j] * v[j * hd ..], NV vectors of a row at once.
+template <int NV>
+void weighted_rows(const float* p, const float* v, int hd, int n, float inv, float* out) {
+  __m256 acc[NV];
+  for (int i = 0; i < NV; ++i) acc[i] = _mm256_setzero_ps();
+  for (int j = 0; j < n; ++j) {
+    const __m256 pj = _mm256_set1_ps(p[j]);
+    const float* row = v + static_cast<long>(j) * hd;
+    for (int i = 0; i < NV; ++i) acc[i] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(row + 8 * i), acc[i]);
+  }
+  const __m256 iv = _mm256_set1_ps(inv);
+  for (int i = 0; i < NV; ++i) _mm256_storeu_ps(out + 8 * i, _mm256_mul_ps(acc[i], iv));
+}
+
+void attend256(const float* q, const float* k, const float* v, int hd, int first, int last, float scale, float* sc,
+               float* out) {
+  const int n = last - first + 1;
+  k += static_cast<long>(first) * hd;
+  v += static_cast<long>(first) * hd;
+  if (hd % 8 != 0) {
+    for (int j = 0; j < n; ++j) sc[j] = dot256(q, k + static_cast<long>(j) * hd, hd) * scale;
+    const float inv = 1.0f / softmax_numerators(sc, n);
+    std::fill(out, out + hd, 0.f);
+    for (int j = 0; j < n; ++j) axpy256(sc[j] * inv, v + static_cast<long>(j) * hd, out, hd);
+    return;
+  }
+  // Scores four keys at a time: four dot products, then one transposing reduction. The cache
+  // rows come from memory in a decode step (a layer's cache is read once per token): requested
+  // ahead, the keys kPf rows ahead and the value rows of these four keys for the pass after.
+  constexpr int kPf = 16;
+  const long bytes4 = 4L * hd * sizeof(float);
+  int j = 0;
+  for (; j + 4 <= n; j += 4) {
+    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const float* kr = k + static_cast<long>(j) * hd;
+    if (j + kPf < n) {
+      const char* kp = reinterpret_cast<const char*>(kr + static_cast<long>(kPf) * hd);
+      for (long o = 0; o < bytes4; o += 64) _mm_prefetch(kp + o, _MM_HINT_T0);
+    }
+    const char* vp = reinterpret_cast<const char*>(v + static_cast<long>(j) * hd);
+    for (long o = 0; o < bytes4; o += 64) _mm_prefetch(vp + o, _MM_HINT_T0);
+    for (int c = 0; c < hd; c += 8) {
+      const __m256 qv = _mm256_loadu_ps(q + c);
+      for (int i = 0; i < 4; ++i) a[i] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + static_cast<long>(i) * hd + c), a[i]);
+    }
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    const __m128 r = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    _mm_storeu_ps(sc + j, _mm_mul_ps(r, _mm_set1_ps(scale)));
+  }
+  for (; j < n; ++j) sc[j] = dot256(q, k + static_cast<long>(j) * hd, hd) * scale;
+  const float inv = 1.0f / softmax_numerators(sc, n);
+  // The weighted sum of value rows, 64 features (8 accumulators) per pass.
+  for (int c = 0; c < hd; c += 64) {
+    switch (std::min(64, hd - c) / 8) {
+      case 8: weighted_rows<8>(sc, v + c, hd, n, inv, out + c); break;
+      case 7: weighted_rows<7>(sc, v + c, hd, n, inv, out + c); break;
+      case 6: weighted_rows<6>(sc, v + c, hd, n, inv, out + c); break;
+      case 5: weighted_rows<5>(sc, v + c, hd, n, inv, out + c); break;
+      case 4: weighted_rows<4>(sc, v + c, hd, n, inv, out + c); break;
+      case 3: weighted_rows<3>(sc, v + c, hd, n, inv, out + c); break;
+      case 2: weighted_rows<2>(sc, v + c, hd, n, inv, out + c); break;
+      default: weighted_rows<1>(sc, v + c, hd, n, inv, out + c); break;
+    }
+  }
+}
+
+double sum_exp256(const float* x, long n, float shift) {
+  const __m256 sv = _mm256_set1_ps(shift);
+  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+  long i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), sv));
+    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(s0, s1));
+  double s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (; i < n; ++i) s += std::exp(x[i] - shift);
+  return s;
+}
+
+// y = g / (1 + exp(-t(g))) * u: the gated activations of the form g * sigmoid(t(g)); `tail`
+// computes the activation for the last n % 8 values.
+template <class T>
+void gated(const float* g, const float* u, float* y, long n, T&& neg_t, float (*tail)(float)) {
+  long i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 gv = _mm256_loadu_ps(g + i);
+    const __m256 d = _mm256_add_ps(_mm256_set1_ps(1.f), exp256(neg_t(gv)));
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_div_ps(gv, d), _mm256_loadu_ps(u + i)));
+  }
+  for (; i < n; ++i) y[i] = tail(g[i]) * u[i];
+}
+
+void silu_mul256(const float* g, const float* u, float* y, long n) {
+  gated(g, u, y, n, [](__m256 x) { return _mm256_sub_ps(_mm256_setzero_ps(), x); },
+        [](float x) { return x / (1.0f + std::exp(-x)); });
+}
+
+// gelu_approx(x) = 0.5 x (1 + tanh(t)) = x / (1 + exp(-2t)), t = sqrt(2/pi) (x + 0.044715 x^3).
+void gelu_mul256(const float* g, const float* u, float* y, long n) {
+  constexpr float c = 0.7978845608028654f;
+  gated(g, u, y, n,
+        [](__m256 x) {
+          const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+          const __m256 t = _mm256_mul_ps(_mm256_set1_ps(c), _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x3, x));
+          return _mm256_mul_ps(_mm256_set1_ps(-2.f), t);
+        },
+        [](float x) { return 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x))); });
+}
+
+}  // namespace
+
+const VecOps& vec_ops_avx2() {
+  static const VecOps ops{dot256, axpy256, sumsq256, attend256, sum_exp256, silu_mul256, gelu_mul256};
+  return ops;
+}
+
+}  // namespace mlxcpp::kernels
