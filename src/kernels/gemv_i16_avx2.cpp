@@ -34,8 +34,7 @@ inline void levels32(const float* x, __m256 inv, __m256i v[4]) {
 }
 
 // int16 levels of the row's step d = max|x| / 32767; with DEINT each block of 32 de-interleaved
-// (16 even values, then 16 odd ones: the order of the low and high bytes of an 8-bit row's
-// 16-bit words).
+// (16 even values, then 16 odd ones: the order of a 4-bit row's low and high nibbles).
 template <bool DEINT>
 void quantize_i16(const float* x, int k, int group, int16_t* q, float* step, float* xsum) {
   __m256 amax = _mm256_setzero_ps();
@@ -65,27 +64,11 @@ void quantize_i16(const float* x, int k, int group, int16_t* q, float* step, flo
   group_sums(x, k, group, xsum);
 }
 
-// The 4-bit kernel's x layout (see above) from natural-order levels.
-void quantize_i16_nib4(const float* x, int k, int group, int16_t* q, float* step, float* xsum) {
-  quantize_i16<false>(x, k, group, q, step, xsum);
-  int16_t tmp[64];
-  for (int c = 0; c < k; c += 64) {
-    const int words = std::min(64, k - c) / 4;
-    std::copy(q + c, q + c + 4 * words, tmp);
-    for (int j = 0; j < words; ++j)
-      for (int t = 0; t < 4; ++t) q[c + t * words + j] = tmp[4 * j + t];
-  }
-}
-
 // --- Integer-dot GEMV (decode): int16 activations, 4/5/6/8-bit weights ------------------------
-// Each step reads 32 bytes of a row where it can and splits them into 16-bit lanes with in-lane
-// masks and shifts only (vpmovzxbw crosses 128-bit lanes: ~3 cycles of the two shuffle pipes on
-// Zen 3, the GEMV's bottleneck), each multiplied with int16 x laid out to match by vpmaddwd:
-// - 4-bit: 64 values per step; 16-bit word j holds values 4j..4j+3 in its four nibbles, so x is
-//   laid out per 64 as four blocks of 16: block t holds x[4j + t] (a last 32: four blocks of 8);
-// - 8-bit: 32 values; word j holds values 2j (low byte) and 2j + 1: x per 32 as evens, odds.
-// Products and sums are exact int32 (<= 255 * 32767 * 2 per lane and step); each group's sum is
-// converted once and scaled.
+// Per 32 weights of a row: 4-bit: the 16 packed bytes widened to 16-bit lanes, low nibbles
+// (even elements) by a mask and high ones (odd) by a shift, each multiplied with the matching
+// de-interleaved int16 x by vpmaddwd; 8-bit: two widened halves. Products and sums are exact
+// int32 (<= 255 * 32767 * 2 per lane and step); each group's sum is converted once and scaled.
 
 // 5/6-bit: the 32 values of a group block sit in 4*BITS bytes; values 0-15 come from the first
 // 16 bytes and 16-31 from the last 16 (both loads inside the block). A byte shuffle puts the two
@@ -120,119 +103,63 @@ inline void unpack32_16(const uint8_t* p, __m256i& a, __m256i& b) {
   b = _mm256_srli_epi16(_mm256_mullo_epi16(b, _mm256_load_si256(reinterpret_cast<const __m256i*>(sp.mul[1]))), 16 - BITS);
 }
 
-inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
-
-// The products of one step (the values from k of every row) added into s[NR]. HALF: a 4-bit
-// row's last 32 values (16 bytes; the upper 128-bit lane of s is left alone).
-template <int BITS, int NR, bool HALF = false>
-inline void step_products(const int16_t* xq, const uint8_t* const* row, int k, __m256i* s) {
-  if constexpr (BITS == 4 && HALF) {
-    const __m128i m = _mm_set1_epi16(0x0F);
-    __m128i x[4];
-    for (int t = 0; t < 4; ++t) x[t] = load128(xq + k + 8 * t);
-    for (int r = 0; r < NR; ++r) {
-      const __m128i v = load128(row[r] + k / 2);
-      const __m128i p = _mm_add_epi32(
-          _mm_add_epi32(_mm_madd_epi16(_mm_and_si128(v, m), x[0]), _mm_madd_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), m), x[1])),
-          _mm_add_epi32(_mm_madd_epi16(_mm_and_si128(_mm_srli_epi16(v, 8), m), x[2]), _mm_madd_epi16(_mm_srli_epi16(v, 12), x[3])));
-      s[r] = _mm256_add_epi32(s[r], _mm256_zextsi128_si256(p));
-    }
-  } else if constexpr (BITS == 4) {
-    const __m256i m = _mm256_set1_epi16(0x0F);
-    __m256i x[4];
-    for (int t = 0; t < 4; ++t) x[t] = load256(xq + k + 16 * t);
-    for (int r = 0; r < NR; ++r) {
-      const __m256i v = load256(row[r] + k / 2);
-      const __m256i p01 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(v, m), x[0]),
-                                           _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m), x[1]));
-      const __m256i p23 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 8), m), x[2]),
-                                           _mm256_madd_epi16(_mm256_srli_epi16(v, 12), x[3]));
-      s[r] = _mm256_add_epi32(s[r], _mm256_add_epi32(p01, p23));
-    }
-  } else {
-    const __m256i x0 = load256(xq + k), x1 = load256(xq + k + 16);
-    for (int r = 0; r < NR; ++r) {
-      __m256i w0, w1;
-      if constexpr (BITS == 8) {
-        const __m256i v = load256(row[r] + k);
-        w0 = _mm256_and_si256(v, _mm256_set1_epi16(0xFF));
-        w1 = _mm256_srli_epi16(v, 8);
-      } else {
-        unpack32_16<BITS>(row[r] + k / 32 * (4 * BITS), w0, w1);
-      }
-      s[r] = _mm256_add_epi32(s[r], _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1)));
-    }
-  }
-}
-
 // NR rows from row n, group size G at compile time. Per row, the scales of 8 groups are loaded
 // (and converted) once and each group's scale is picked from them by one lane permute (a scalar
-// load, conversion and broadcast per group and row cost ~25% of the 4-bit GEMV). A 4-bit step
-// at group 32 spans two groups: the low 128-bit lane of its sums is the first one's.
+// load, conversion and broadcast per group and row cost ~25% of the 4-bit GEMV).
 template <int BITS, ScaleType ST, int NR, int G>
 void gemv_i16_block(const int16_t* xq, const float* xsum, float xd, const QMatrixView& q, int n, float* out) {
-  constexpr int kStep = BITS == 4 ? 64 : 32;  // values per step
   const int groups = q.k / G;
   const long row_bytes = static_cast<long>(q.k) * BITS / 8;
   const auto* base = reinterpret_cast<const uint8_t*>(q.w);
-  simd::NextBlockPrefetch<NR, kStep * BITS / 8> pf(q, row_bytes, n);
+  simd::NextBlockPrefetch<NR, 4 * BITS> pf(q, row_bytes, n);
   const uint8_t* row[NR];
   for (int r = 0; r < NR; ++r) row[r] = base + static_cast<long>(n + r) * row_bytes;
+  const __m256i low4 = _mm256_set1_epi16(0x0F);
   __m256 acc[NR];
   for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
-  auto scale = [&](int r, int g) { return load_scale<ST, Avx2>(q.scales, static_cast<long>(n + r) * groups + g); };
-  // The int32 sums of the steps over values [k0, k1).
-  auto sums = [&](int k0, int k1, __m256i s[NR]) {
+  auto group = [&](int g, __m256i s[NR]) {
     for (int r = 0; r < NR; ++r) s[r] = _mm256_setzero_si256();
-    for (int k = k0; k < k1; k += kStep) {
+    for (int k = g * G; k < (g + 1) * G; k += 32) {
       pf.step();
-      step_products<BITS, NR>(xq, row, k, s);
+      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k));
+      const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k + 16));
+      for (int r = 0; r < NR; ++r) {
+        __m256i p;
+        if constexpr (BITS == 4) {
+          const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[r] + k / 2)));
+          p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(v, low4), x0),
+                               _mm256_madd_epi16(_mm256_srli_epi16(v, 4), x1));
+        } else if constexpr (BITS == 5 || BITS == 6) {
+          __m256i w0, w1;
+          unpack32_16<BITS>(row[r] + k / 32 * (4 * BITS), w0, w1);
+          p = _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
+        } else {
+          const __m256i w0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[r] + k)));
+          const __m256i w1 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[r] + k + 16)));
+          p = _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
+        }
+        s[r] = _mm256_add_epi32(s[r], p);
+      }
     }
   };
   int g = 0;
-  if constexpr (BITS == 4 && G == 32) {
-    for (; g + 8 <= groups; g += 8) {
-      __m256 sc[NR];
-      for (int r = 0; r < NR; ++r) sc[r] = Avx2::load_scales<ST>(q.scales, static_cast<long>(n + r) * groups + g);
-      for (int j = 0; j < 4; ++j) {
-        __m256i s[NR];
-        sums((g + 2 * j) * G, (g + 2 * j + 2) * G, s);
-        const __m256i idx = _mm256_setr_epi32(2 * j, 2 * j, 2 * j, 2 * j, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1);
-        for (int r = 0; r < NR; ++r)
-          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_permutevar8x32_ps(sc[r], idx), acc[r]);
-      }
-    }
-    for (; g + 2 <= groups; g += 2) {
+  for (; g + 8 <= groups; g += 8) {
+    __m256 sc[NR];
+    for (int r = 0; r < NR; ++r) sc[r] = Avx2::load_scales<ST>(q.scales, static_cast<long>(n + r) * groups + g);
+    for (int j = 0; j < 8; ++j) {
       __m256i s[NR];
-      sums(g * G, (g + 2) * G, s);
-      for (int r = 0; r < NR; ++r) {
-        const __m256 sv = _mm256_setr_m128(_mm_set1_ps(scale(r, g)), _mm_set1_ps(scale(r, g + 1)));
-        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), sv, acc[r]);
-      }
+      group(g + j, s);
+      const __m256i idx = _mm256_set1_epi32(j);
+      for (int r = 0; r < NR; ++r)
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_permutevar8x32_ps(sc[r], idx), acc[r]);
     }
-    if (g < groups) {  // a last single group: half a step
-      __m256i s[NR];
-      for (int r = 0; r < NR; ++r) s[r] = _mm256_setzero_si256();
-      step_products<4, NR, true>(xq, row, g * G, s);
-      for (int r = 0; r < NR; ++r) acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_set1_ps(scale(r, g)), acc[r]);
-    }
-  } else {
-    for (; g + 8 <= groups; g += 8) {
-      __m256 sc[NR];
-      for (int r = 0; r < NR; ++r) sc[r] = Avx2::load_scales<ST>(q.scales, static_cast<long>(n + r) * groups + g);
-      for (int j = 0; j < 8; ++j) {
-        __m256i s[NR];
-        sums((g + j) * G, (g + j + 1) * G, s);
-        const __m256i idx = _mm256_set1_epi32(j);
-        for (int r = 0; r < NR; ++r)
-          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_permutevar8x32_ps(sc[r], idx), acc[r]);
-      }
-    }
-    for (; g < groups; ++g) {
-      __m256i s[NR];
-      sums(g * G, (g + 1) * G, s);
-      for (int r = 0; r < NR; ++r) acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_set1_ps(scale(r, g)), acc[r]);
+  }
+  for (; g < groups; ++g) {
+    __m256i s[NR];
+    group(g, s);
+    for (int r = 0; r < NR; ++r) {
+      const float sc = load_scale<ST, Avx2>(q.scales, static_cast<long>(n + r) * groups + g);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_set1_ps(sc), acc[r]);
     }
   }
   for (int r = 0; r < NR; ++r) {
@@ -267,10 +194,10 @@ void rows_i16_any(const QInput& in, const QMatrixView& q, int n0, int n1, float*
 template <ScaleType ST>
 struct I16Table {
   static QKernel call(int bits) {
-    if (bits == 4) return {rows_i16_any<4, ST>, 0, true, quantize_i16_nib4};
+    if (bits == 4) return {rows_i16_any<4, ST>, 32, true, quantize_i16<true>};
     if (bits == 5) return {rows_i16_any<5, ST>, 0, true, quantize_i16<false>};
     if (bits == 6) return {rows_i16_any<6, ST>, 0, true, quantize_i16<false>};
-    if (bits == 8) return {rows_i16_any<8, ST>, 0, true, quantize_i16<true>};
+    if (bits == 8) return {rows_i16_any<8, ST>, 0, true, quantize_i16<false>};
     return {};
   }
 };
