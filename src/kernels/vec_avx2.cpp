@@ -64,13 +64,15 @@ void axpy256(float a, const float* x, float* y, int n) {
 }
 float sumsq256(const float* x, int n) { return dot256(x, x, n); }
 
-// The softmax numerators in place: scores[j] = exp(scores[j] - max); returns their sum.
-float softmax_numerators(float* sc, int n) {
+// The softmax numerators in place: scores[j] = exp(scores[j] - max); returns their sum (and
+// the max in *max_out).
+float softmax_numerators(float* sc, int n, float* max_out) {
   __m256 m8 = _mm256_set1_ps(-INFINITY);
   int j = 0;
   for (; j + 8 <= n; j += 8) m8 = _mm256_max_ps(m8, _mm256_loadu_ps(sc + j));
   float mx = hmax(m8);
   for (; j < n; ++j) mx = std::max(mx, sc[j]);
+  *max_out = mx;
   const __m256 mv = _mm256_set1_ps(mx);
   __m256 s8 = _mm256_setzero_ps();
   j = 0;
@@ -99,13 +101,20 @@ void weighted_rows(const float* p, const float* v, int hd, int n, float inv, flo
 }
 
 void attend256(const float* q, const float* k, const float* v, int hd, int first, int last, float scale, float* sc,
-               float* out) {
+               float* out, float* part) {
   const int n = last - first + 1;
   k += static_cast<long>(first) * hd;
   v += static_cast<long>(first) * hd;
+  float mx;
+  // The weights' normalization: 1 / sum here, or left to the merge of the parts.
+  auto norm = [&](float sum) {
+    if (!part) return 1.0f / sum;
+    part[0] = mx, part[1] = sum;
+    return 1.0f;
+  };
   if (hd % 8 != 0) {
     for (int j = 0; j < n; ++j) sc[j] = dot256(q, k + static_cast<long>(j) * hd, hd) * scale;
-    const float inv = 1.0f / softmax_numerators(sc, n);
+    const float inv = norm(softmax_numerators(sc, n, &mx));
     std::fill(out, out + hd, 0.f);
     for (int j = 0; j < n; ++j) axpy256(sc[j] * inv, v + static_cast<long>(j) * hd, out, hd);
     return;
@@ -134,7 +143,7 @@ void attend256(const float* q, const float* k, const float* v, int hd, int first
     _mm_storeu_ps(sc + j, _mm_mul_ps(r, _mm_set1_ps(scale)));
   }
   for (; j < n; ++j) sc[j] = dot256(q, k + static_cast<long>(j) * hd, hd) * scale;
-  const float inv = 1.0f / softmax_numerators(sc, n);
+  const float inv = norm(softmax_numerators(sc, n, &mx));
   // The weighted sum of value rows, 64 features (8 accumulators) per pass.
   for (int c = 0; c < hd; c += 64) {
     switch (std::min(64, hd - c) / 8) {

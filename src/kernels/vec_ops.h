@@ -11,9 +11,10 @@ struct VecOps {
   float (*sum_squares)(const float* x, int n);
   // Attention of one query row q[hd] over the key and value rows first..last (hd floats each,
   // rows hd apart from k / v): out[hd] = softmax(scale * K q) V. scores: scratch of at least
-  // last - first + 1 floats.
+  // last - first + 1 floats. With `part` (a slice of a longer range, to be merged): out is left
+  // unnormalized, sum_j exp(s_j - m) v_j, and part receives {m, sum_j exp(s_j - m)}.
   void (*attend)(const float* q, const float* k, const float* v, int hd, int first, int last, float scale,
-                 float* scores, float* out);
+                 float* scores, float* out, float* part);
   // sum(exp(x[i] - shift)) over n values, accumulated in double.
   double (*sum_exp)(const float* x, long n, float shift);
   // y = silu(g) * u (mlx-lm's swiglu) and y = gelu_approx(g) * u (the tanh form; Gemma's GeGLU).

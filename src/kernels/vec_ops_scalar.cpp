@@ -18,7 +18,7 @@ void axpy(float a, const float* x, float* y, int n) {
 float sum_squares(const float* x, int n) { return dot(x, x, n); }
 
 void attend(const float* q, const float* k, const float* v, int hd, int first, int last, float scale, float* scores,
-            float* out) {
+            float* out, float* part) {
   const int n = last - first + 1;
   k += static_cast<long>(first) * hd;
   v += static_cast<long>(first) * hd;
@@ -27,8 +27,9 @@ void attend(const float* q, const float* k, const float* v, int hd, int first, i
   float sum = 0.f;
   for (int j = 0; j < n; ++j) sum += (scores[j] = std::exp(scores[j] - mx));
   std::fill(out, out + hd, 0.f);
-  const float inv = 1.0f / sum;
+  const float inv = part ? 1.0f : 1.0f / sum;
   for (int j = 0; j < n; ++j) axpy(scores[j] * inv, v + static_cast<long>(j) * hd, out, hd);
+  if (part) part[0] = mx, part[1] = sum;
 }
 
 double sum_exp(const float* x, long n, float shift) {

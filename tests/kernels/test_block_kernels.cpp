@@ -68,13 +68,22 @@ TEST(BlockKernels, RopeMatchesFastRope) {
 
 // q [L, heads, hd] against a cache [kv_heads, cap, hd] holding offset + L keys.
 // Head dims: 64 (SmolLM2), 256 (Gemma 3: several passes over the value rows), 40 (a partial
-// pass) and 20 (not a multiple of 8: the plain path).
+// pass) and 20 (not a multiple of 8: the plain path). A decode row over >= 256 keys (window
+// 300 too) is split into slices over the pool and merged.
 TEST(BlockKernels, AttentionMatchesSdpaWithGqaCausalAndWindow) {
-  const int heads = 6, kv_heads = 2, cap = 64;
-  for (auto [offset, L, hd] : std::vector<std::tuple<int, int, int>>{
-           {0, 1, 64}, {0, 9, 64}, {20, 1, 64}, {13, 17, 64}, {30, 1, 256}, {5, 3, 40}, {22, 2, 20}}) {
-    for (std::optional<int> window : {std::optional<int>{}, std::optional<int>{8}}) {
-      const int S = offset + L;
+  const int heads = 6, kv_heads = 2;
+  for (auto [offset, L, hd] : std::vector<std::tuple<int, int, int>>{{0, 1, 64},
+                                                                      {0, 9, 64},
+                                                                      {20, 1, 64},
+                                                                      {13, 17, 64},
+                                                                      {30, 1, 256},
+                                                                      {5, 3, 40},
+                                                                      {22, 2, 20},
+                                                                      {700, 1, 64},
+                                                                      {611, 1, 256},
+                                                                      {530, 1, 20}}) {
+    for (std::optional<int> window : {std::optional<int>{}, std::optional<int>{8}, std::optional<int>{300}}) {
+      const int S = offset + L, cap = S + 5;
       auto q = randn({1, heads, L, hd}, 100 + S), k = randn({1, kv_heads, S, hd}, 200 + S), v = randn({1, kv_heads, S, hd}, 300 + S);
       // Reference: explicit boolean mask (query i at position offset + i sees keys j <= pos, j > pos - window).
       auto qpos = mx::reshape(mx::add(mx::arange(L), mx::array(offset)), {L, 1});
