@@ -38,6 +38,55 @@ mx::array quantized_matmul_t(const mx::array& x, const mx::array& w, const mx::a
                    {x, w, scales, *biases});
 }
 
+namespace {
+
+// Whether our gather_qmm primitive covers these operands (else stock MLX, which also reports
+// shape errors).
+bool gather_ours(const mx::array& x, const mx::array& w, const mx::array& scales, const std::optional<mx::array>& biases,
+                 const std::optional<mx::array>& lhs, const std::optional<mx::array>& rhs, int group, int bits,
+                 const std::string& mode) {
+  if (mode != "affine" || !biases || !qmatmul_supported(bits, group) || !scale_type(scales.dtype()) ||
+      scales.dtype() != biases->dtype() || !mx::issubdtype(x.dtype(), mx::floating) || x.ndim() < 2 ||
+      w.ndim() < 3 || w.dtype() != mx::uint32 || !w.flags().row_contiguous) {
+    return false;
+  }
+  const int k = x.shape(-1);
+  mx::Shape sshape(w.shape().begin(), w.shape().end() - 1);
+  sshape.push_back(k / group);
+  auto integral = [](const std::optional<mx::array>& a) { return !a || mx::issubdtype(a->dtype(), mx::integer); };
+  return k % group == 0 && static_cast<long>(w.shape(-1)) * 32 == static_cast<long>(k) * bits &&
+         scales.shape() == sshape && biases->shape() == sshape && integral(lhs) && integral(rhs);
+}
+
+mx::array batch_arange(const mx::array& a) {
+  mx::Shape batch(a.shape().begin(), a.shape().end() - 2);
+  int size = 1;
+  for (int d : batch) size *= d;
+  return mx::reshape(mx::arange(size, mx::int32), batch);
+}
+
+}  // namespace
+
+mx::array gather_qmm_t(const mx::array& x, const mx::array& w, const mx::array& scales,
+                       const std::optional<mx::array>& biases, const std::optional<mx::array>& lhs,
+                       const std::optional<mx::array>& rhs, int group, int bits, const std::string& mode,
+                       const FastPath& fast) {
+  if (!use_fast(fast) || !gather_ours(x, w, scales, biases, lhs, rhs, group, bits, mode)) {
+    if (mode == "affine" && biases && scales.dtype() != x.dtype() && mx::issubdtype(x.dtype(), mx::floating)) {
+      return mx::gather_qmm(x, w, mx::astype(scales, x.dtype()), mx::astype(*biases, x.dtype()), lhs, rhs, true, group,
+                            bits, mode);
+    }
+    return mx::gather_qmm(x, w, scales, biases, lhs, rhs, true, group, bits, mode);
+  }
+  auto idx = mx::broadcast_arrays({lhs ? *lhs : batch_arange(x), rhs ? *rhs : batch_arange(w)});
+  auto shape = idx[0].shape();
+  shape.push_back(x.shape(-2));
+  shape.push_back(w.shape(-2));
+  auto s = mx::default_stream(mx::Device::cpu);
+  return mx::array(std::move(shape), mx::float32, std::make_shared<GatherQmmPrimitive>(s, fast, bits, group),
+                   {x, w, scales, *biases, idx[0], idx[1]});
+}
+
 std::optional<mx::array> rms_norm(const mx::array& x, const mx::array& w, float eps, const FastPath& fast) {
   if (!use_fast(fast) || x.dtype() != mx::float32 || x.ndim() < 1 || w.dtype() != mx::float32 || w.ndim() != 1 ||
       w.shape(0) != x.shape(-1) || x.size() == 0) {

@@ -25,6 +25,15 @@ mlx::core::array quantized_matmul_t(const mlx::core::array& x, const mlx::core::
                                     const std::optional<mlx::core::array>& biases, int group, int bits,
                                     const std::string& mode, const FastPath& fast);
 
+// mx.gather_qmm(x, w, scales, biases, lhs, rhs, transpose=True): the products of a mixture of
+// experts, out[i] = x[lhs[i]] @ dequantize(w[rhs[i]]).T with w [E..., n, k*bits/32]; lhs/rhs
+// default to every x batch / every expert, broadcast against each other. Our primitive on the
+// fast path (affine, float x, bits and group our kernels cover), stock MLX otherwise.
+mlx::core::array gather_qmm_t(const mlx::core::array& x, const mlx::core::array& w, const mlx::core::array& scales,
+                              const std::optional<mlx::core::array>& biases,
+                              const std::optional<mlx::core::array>& lhs, const std::optional<mlx::core::array>& rhs,
+                              int group, int bits, const std::string& mode, const FastPath& fast);
+
 // mx.fast.rms_norm(x, w, eps) in one primitive for float32 x and w [d]; nullopt where the fast
 // path does not apply.
 std::optional<mlx::core::array> rms_norm(const mlx::core::array& x, const mlx::core::array& w, float eps,

@@ -1,6 +1,7 @@
 #include "kernels/primitives.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "core/errors.h"
 #include "kernels/array_access.h"
@@ -100,6 +101,15 @@ long row_index(const mx::array& ids, size_t i, long rows) {
   return std::clamp(id, 0L, rows - 1);  // never read outside the table
 }
 
+long row_index_any(const mx::array& ids, size_t i, long rows) {
+  switch (ids.dtype()) {
+    case mx::int32: return row_index<int32_t>(ids, i, rows);
+    case mx::uint32: return row_index<uint32_t>(ids, i, rows);
+    case mx::int64: return row_index<int64_t>(ids, i, rows);
+    default: return row_index<uint64_t>(ids, i, rows);
+  }
+}
+
 }  // namespace
 
 void QuantizedTakePrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
@@ -111,16 +121,7 @@ void QuantizedTakePrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::
     const long rows = w.shape(0);
     const QMatrixView table{w.data<uint32_t>(), s.data<void>(), b.data<void>(), static_cast<int>(rows), d, bits, group,
                             *scale_type(s.dtype())};
-    for (size_t i = 0; i < ids.size(); ++i) {
-      long r = 0;
-      switch (ids.dtype()) {
-        case mx::int32: r = row_index<int32_t>(ids, i, rows); break;
-        case mx::uint32: r = row_index<uint32_t>(ids, i, rows); break;
-        case mx::int64: r = row_index<int64_t>(ids, i, rows); break;
-        default: r = row_index<uint64_t>(ids, i, rows); break;
-      }
-      dequantize_row(table, r, out.data<float>() + i * d);
-    }
+    for (size_t i = 0; i < ids.size(); ++i) dequantize_row(table, row_index_any(ids, i, rows), out.data<float>() + i * d);
   });
 }
 
@@ -136,6 +137,64 @@ bool QuantizedTakePrimitive::is_equivalent(const mx::Primitive& other) const {
 std::vector<mx::Shape> QuantizedTakePrimitive::output_shapes(const std::vector<mx::array>& inputs) {
   auto shape = inputs[0].shape();
   shape.push_back(static_cast<int>(inputs[1].shape(1) * 32 / bits_));
+  return {shape};
+}
+
+void GatherQmmPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
+  auto& enc = begin_unary(stream(), inputs, out);
+  std::vector<mx::array> in;
+  for (const auto& a : inputs) in.push_back(mx::array::unsafe_weak_copy(a));
+  enc.dispatch([out = mx::array::unsafe_weak_copy(out), in = std::move(in), ctx = ctx_, bits = bits_,
+                group = group_]() mutable {
+    KernelContext::Timer timer(*ctx);
+    const auto &x = in[0], &w = in[1], &lhs = in[4], &rhs = in[5];
+    const int k = x.shape(-1), m = x.shape(-2), n = w.shape(-2);
+    const long xrows = static_cast<long>(m) * k, orows = static_cast<long>(m) * n;
+    const long xbatch = static_cast<long>(x.size()) / xrows, experts = static_cast<long>(w.size()) / n / w.shape(-1);
+    std::vector<float> xs, ss, bs;
+    const float* xf = contiguous_f32(x, xs);
+    const ScalePair sb = scale_pair(in[2], in[3], ss, bs);
+    const long wstride = static_cast<long>(n) * w.shape(-1);
+    const long sstride = static_cast<long>(n) * (k / group) * (sb.type == ScaleType::kF32 ? 4 : 2);
+    // The pairs in expert order; each expert's x rows gathered into one product.
+    const size_t count = lhs.size();
+    std::vector<long> li(count), ri(count);
+    std::vector<size_t> order(count);
+    for (size_t i = 0; i < count; ++i) {
+      li[i] = row_index_any(lhs, i, xbatch);
+      ri[i] = row_index_any(rhs, i, experts);
+      order[i] = i;
+    }
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ri[a] < ri[b]; });
+    std::vector<float> xg(count * xrows), og(count * orows);
+    std::vector<QJob> jobs;
+    for (size_t at = 0, end = 0; at < count; at = end) {
+      const long e = ri[order[at]];
+      for (end = at; end < count && ri[order[end]] == e; ++end)
+        std::copy_n(xf + li[order[end]] * xrows, xrows, xg.data() + end * xrows);
+      const auto* sp = static_cast<const char*>(sb.scales) + e * sstride;
+      const auto* bp = static_cast<const char*>(sb.biases) + e * sstride;
+      jobs.push_back(QJob{QMatrixView{w.data<uint32_t>() + e * wstride, sp, bp, n, k, bits, group, sb.type},
+                          xg.data() + at * xrows, static_cast<int>((end - at) * m), og.data() + at * orows});
+    }
+    qmatmul_many(*ctx, jobs.data(), static_cast<int>(jobs.size()));
+    for (size_t p = 0; p < count; ++p) std::copy_n(og.data() + p * orows, orows, out.data<float>() + order[p] * orows);
+  });
+}
+
+void GatherQmmPrimitive::eval_gpu(const std::vector<mx::array>&, mx::array&) {
+  throw Error("[MlxcppGatherQmm] CPU-only primitive built for a GPU stream");
+}
+
+bool GatherQmmPrimitive::is_equivalent(const mx::Primitive& other) const {
+  const auto* o = dynamic_cast<const GatherQmmPrimitive*>(&other);
+  return o && o->bits_ == bits_ && o->group_ == group_ && o->ctx_ == ctx_;
+}
+
+std::vector<mx::Shape> GatherQmmPrimitive::output_shapes(const std::vector<mx::array>& inputs) {
+  auto shape = inputs[4].shape();
+  shape.push_back(inputs[0].shape(-2));
+  shape.push_back(inputs[1].shape(-2));
   return {shape};
 }
 

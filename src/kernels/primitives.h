@@ -81,4 +81,24 @@ class QuantizedTakePrimitive : public mlx::core::UnaryPrimitive {
   int bits_, group_;
 };
 
+// inputs: x [..., m, k] (float), w [E..., n, k*bits/32] uint32, scales, biases [E..., n, k/g],
+// lhs and rhs (integer, one shape B, strides free: broadcast views); output [B..., m, n] float32
+// with out[i] = x[lhs[i]] @ dequantize(w[rhs[i]]).T, the experts' products of a mixture-of-
+// experts layer (mx.gather_qmm, transpose=True, affine). Batch indices wrap when negative and
+// clamp to the tables. The (x, expert) pairs of one expert run as one product of all their rows.
+class GatherQmmPrimitive : public mlx::core::UnaryPrimitive {
+ public:
+  GatherQmmPrimitive(mlx::core::Stream s, std::shared_ptr<const KernelContext> ctx, int bits, int group)
+      : UnaryPrimitive(s), ctx_(std::move(ctx)), bits_(bits), group_(group) {}
+  void eval_cpu(const std::vector<mlx::core::array>& inputs, mlx::core::array& out) override;
+  void eval_gpu(const std::vector<mlx::core::array>& inputs, mlx::core::array& out) override;
+  const char* name() const override { return "MlxcppGatherQmm"; }
+  bool is_equivalent(const mlx::core::Primitive& other) const override;
+  std::vector<mlx::core::Shape> output_shapes(const std::vector<mlx::core::array>& inputs) override;
+
+ private:
+  std::shared_ptr<const KernelContext> ctx_;
+  int bits_, group_;
+};
+
 }  // namespace mlxcpp::kernels

@@ -15,6 +15,7 @@
 namespace mx = mlx::core;
 using namespace mlxcpp::kernels;
 using mlxcpp::test::max_abs_diff;
+using mlxcpp::test::randn;
 
 namespace {
 
@@ -23,12 +24,6 @@ std::vector<Isa> isas() {
   for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512})
     if (isa_supported(i)) out.push_back(i);
   return out;
-}
-
-mx::array randn(mx::Shape shape, uint64_t seed) {
-  auto a = mx::random::normal(std::move(shape), mx::float32, 0.f, 1.f, mx::random::key(seed));
-  mx::eval(a);
-  return a;
 }
 
 mx::array from(const std::vector<float>& v, mx::Shape shape) { return mx::array(v.data(), std::move(shape), mx::float32); }

@@ -15,14 +15,9 @@
 namespace mx = mlx::core;
 using namespace mlxcpp::kernels;
 using mlxcpp::test::max_abs_diff;
+using mlxcpp::test::randn;
 
 namespace {
-
-mx::array randn(mx::Shape shape, uint64_t seed, float sd = 1.f) {
-  auto a = mx::random::normal(std::move(shape), mx::float32, 0.f, sd, mx::random::key(seed));
-  mx::eval(a);
-  return a;
-}
 
 TEST(RmsNormPrimitive, MatchesFastRmsNormOnAnyLayout) {
   auto fast = std::make_shared<const KernelContext>();

@@ -32,4 +32,10 @@ std::string bits_group_name(int bits, int group) {
   return fmt::format("b{}_g{}", bits, group);
 }
 
+mlx::core::array randn(mlx::core::Shape shape, uint64_t seed, float sd) {
+  auto a = mlx::core::random::normal(std::move(shape), mlx::core::float32, 0.f, sd, mlx::core::random::key(seed));
+  mlx::core::eval(a);
+  return a;
+}
+
 }  // namespace mlxcpp::test

@@ -19,4 +19,7 @@ float max_abs_diff(const mlx::core::array& a, const mlx::core::array& b);
 // "b{bits}_g{group}": the name of a (bits, group) test parameter.
 std::string bits_group_name(int bits, int group);
 
+// Normal(0, sd) float32 values of `shape` from a fixed seed, evaluated.
+mlx::core::array randn(mlx::core::Shape shape, uint64_t seed, float sd = 1.f);
+
 }  // namespace mlxcpp::test
