@@ -2,6 +2,7 @@
 
 #include <mlx/ops.h>
 #include <mlx/transforms.h>
+#include <mlx/utils.h>
 #include <mlx/stream.h>
 
 #include "kernels/array_access.h"
@@ -40,6 +41,9 @@ mx::array quantized_matmul_t(const mx::array& x, const mx::array& w, const mx::a
 
 namespace {
 
+// The index types our primitives read.
+bool index_dtype(mx::Dtype d) { return d == mx::int32 || d == mx::uint32 || d == mx::int64 || d == mx::uint64; }
+
 // Whether our gather_qmm primitive covers these operands (else stock MLX, which also reports
 // shape errors).
 bool gather_ours(const mx::array& x, const mx::array& w, const mx::array& scales, const std::optional<mx::array>& biases,
@@ -47,13 +51,13 @@ bool gather_ours(const mx::array& x, const mx::array& w, const mx::array& scales
                  const std::string& mode) {
   if (mode != "affine" || !biases || !qmatmul_supported(bits, group) || !scale_type(scales.dtype()) ||
       scales.dtype() != biases->dtype() || !mx::issubdtype(x.dtype(), mx::floating) || x.ndim() < 2 ||
-      w.ndim() < 3 || w.dtype() != mx::uint32 || !w.flags().row_contiguous) {
+      w.ndim() < 3 || w.dtype() != mx::uint32 || !w.flags().row_contiguous || w.size() == 0) {
     return false;
   }
   const int k = x.shape(-1);
   mx::Shape sshape(w.shape().begin(), w.shape().end() - 1);
   sshape.push_back(k / group);
-  auto integral = [](const std::optional<mx::array>& a) { return !a || mx::issubdtype(a->dtype(), mx::integer); };
+  auto integral = [](const std::optional<mx::array>& a) { return !a || index_dtype(a->dtype()); };
   return k % group == 0 && static_cast<long>(w.shape(-1)) * 32 == static_cast<long>(k) * bits &&
          scales.shape() == sshape && biases->shape() == sshape && integral(lhs) && integral(rhs);
 }
@@ -71,6 +75,14 @@ mx::array gather_qmm_t(const mx::array& x, const mx::array& w, const mx::array& 
                        const std::optional<mx::array>& biases, const std::optional<mx::array>& lhs,
                        const std::optional<mx::array>& rhs, int group, int bits, const std::string& mode,
                        const FastPath& fast) {
+  if (x.size() == 0 && x.ndim() >= 2 && w.ndim() >= 2) {
+    // Stock MLX 0.32.4 divides by zero on an empty x (SIGFPE): the (zero) result directly.
+    mx::Shape xb(x.shape().begin(), x.shape().end() - 2), wb(w.shape().begin(), w.shape().end() - 2);
+    auto shape = mx::broadcast_shapes(lhs ? lhs->shape() : xb, rhs ? rhs->shape() : wb);
+    shape.push_back(x.shape(-2));
+    shape.push_back(w.shape(-2));
+    return mx::zeros(shape, mx::issubdtype(x.dtype(), mx::floating) ? x.dtype() : mx::float32);
+  }
   if (!use_fast(fast) || !gather_ours(x, w, scales, biases, lhs, rhs, group, bits, mode)) {
     if (mode == "affine" && biases && scales.dtype() != x.dtype() && mx::issubdtype(x.dtype(), mx::floating)) {
       return mx::gather_qmm(x, w, mx::astype(scales, x.dtype()), mx::astype(*biases, x.dtype()), lhs, rhs, true, group,
@@ -150,8 +162,7 @@ std::optional<mx::array> quantized_take(const mx::array& w, const mx::array& sca
   // The table's layout conditions are a block projection's (affine, our bits/groups, one scale type).
   const bool ours = use_fast(fast) && mode == "affine" && biases && block_ok({w, scales, *biases, {}, bits, group}) &&
                     w.shape(0) > 0 &&
-                    (ids.dtype() == mx::int32 || ids.dtype() == mx::uint32 || ids.dtype() == mx::int64 ||
-                     ids.dtype() == mx::uint64);
+                    index_dtype(ids.dtype());
   if (!ours) return std::nullopt;
   auto shape = ids.shape();
   shape.push_back(static_cast<int>(w.shape(1) * 32 / bits));

@@ -1,7 +1,6 @@
 #include "kernels/primitives.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "core/errors.h"
 #include "kernels/array_access.h"

@@ -82,7 +82,7 @@ INSTANTIATE_TEST_SUITE_P(BitsGroups, GatherQmm,
                            return mlxcpp::test::bits_group_name(std::get<0>(info.param), std::get<1>(info.param));
                          });
 
-TEST(GatherQmmPrimitive, IndicesOutsideTheTablesAreClampedAndOtherModesStayStock) {
+TEST(GatherQmmPrimitive, IndicesOutsideTheTablesAreClampedAndOtherCasesStayStock) {
   auto fast = std::make_shared<const KernelContext>();
   auto ex = experts(3, 16, 64, 4, 32, 7);
   auto x = randn({2, 1, 64}, 8);
@@ -96,6 +96,17 @@ TEST(GatherQmmPrimitive, IndicesOutsideTheTablesAreClampedAndOtherModesStayStock
   auto rhs = mx::array({1, 2}, {2}, mx::int32);
   EXPECT_STRNE(gather_qmm_t(x, ex.w, ex.scales, ex.biases, std::nullopt, rhs, 32, 4, "affine", nullptr).primitive().name(),
                "MlxcppGatherQmm");
+  // Index types our primitive does not read (int16), and an empty x: stock.
+  EXPECT_STRNE(gather_qmm_t(x, ex.w, ex.scales, ex.biases, std::nullopt, mx::astype(rhs, mx::int16), 32, 4, "affine", fast)
+                   .primitive()
+                   .name(),
+               "MlxcppGatherQmm");
+  // An empty x (stock MLX 0.32.4 stops the process with SIGFPE there), both modes.
+  for (const auto& mode_ctx : {fast, std::shared_ptr<const KernelContext>{}}) {
+    auto empty = gather_qmm_t(mx::zeros({2, 0, 64}), ex.w, ex.scales, ex.biases, std::nullopt, rhs, 32, 4, "affine", mode_ctx);
+    EXPECT_EQ(empty.shape(), (mx::Shape{2, 0, 16}));
+    mx::eval(empty);
+  }
   auto q1 = mx::quantize(randn({3, 16, 64}, 9, 0.05f), 32, 1);
   EXPECT_STRNE(gather_qmm_t(x, q1[0], q1[1], q1[2], std::nullopt, rhs, 32, 1, "affine", fast).primitive().name(),
                "MlxcppGatherQmm");
