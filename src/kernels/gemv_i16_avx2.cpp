@@ -13,11 +13,6 @@ using avx2::Avx2;
 // --- Integer activations for the integer-dot GEMVs --------------------------------------------
 
 inline __m256 abs8(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.f), v); }
-inline float hmax8(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
-}
 
 // Sum of x per group.
 void group_sums(const float* x, int k, int group, float* xsum) {
@@ -39,7 +34,7 @@ template <bool DEINT>
 void quantize_i16(const float* x, int k, int group, int16_t* q, float* step, float* xsum) {
   __m256 amax = _mm256_setzero_ps();
   for (int i = 0; i < k; i += 8) amax = _mm256_max_ps(amax, abs8(_mm256_loadu_ps(x + i)));
-  const float m = hmax8(amax);
+  const float m = Avx2::reduce_max(amax);
   *step = m > 0.f ? m / 32767.f : 1.f;
   const __m256 inv = _mm256_set1_ps(m > 0.f ? 32767.f / m : 0.f);
   // Within each 128-bit lane of 8 int16: evens then odds.

@@ -5,24 +5,14 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/avx2_traits.h"
 #include "kernels/vec_ops.h"
 
 namespace mlxcpp::kernels {
 
 namespace {
 
-float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-float hmax(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
-}
+using avx2::Avx2;
 
 // exp(x) in float32 (Cephes' expf: x = n ln2 + r with |r| <= ln2 / 2, a degree-6 polynomial
 // in r, times 2^n; within ~2 ulp of the exact value). Inputs are clamped to +-88.376: below,
@@ -52,7 +42,7 @@ float dot256(const float* a, const float* b, int n) {
     acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
   }
   for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-  float s = hsum(_mm256_add_ps(acc0, acc1));
+  float s = Avx2::reduce(_mm256_add_ps(acc0, acc1));
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
 }
@@ -70,7 +60,7 @@ float softmax_numerators(float* sc, int n, float* max_out) {
   __m256 m8 = _mm256_set1_ps(-INFINITY);
   int j = 0;
   for (; j + 8 <= n; j += 8) m8 = _mm256_max_ps(m8, _mm256_loadu_ps(sc + j));
-  float mx = hmax(m8);
+  float mx = Avx2::reduce_max(m8);
   for (; j < n; ++j) mx = std::max(mx, sc[j]);
   *max_out = mx;
   const __m256 mv = _mm256_set1_ps(mx);
@@ -81,7 +71,7 @@ float softmax_numerators(float* sc, int n, float* max_out) {
     _mm256_storeu_ps(sc + j, e);
     s8 = _mm256_add_ps(s8, e);
   }
-  float sum = hsum(s8);
+  float sum = Avx2::reduce(s8);
   for (; j < n; ++j) sum += (sc[j] = std::exp(sc[j] - mx));
   return sum;
 }
