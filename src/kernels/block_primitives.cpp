@@ -15,7 +15,7 @@ namespace mlxcpp::kernels {
 
 namespace {
 
-QLinearView view(const std::vector<mx::array>& in, const LinearSlot& s) {
+QLinearView view(const BlockArrays& in, const LinearSlot& s) {
   QLinearView v;
   // block_ok admitted only row-contiguous scales/biases of one type our kernels read.
   const auto& sc = in[s.first + 1];
@@ -32,28 +32,124 @@ std::vector<mx::array> weak_copies(const std::vector<mx::array>& in) {
   return out;
 }
 
+// Working buffers of the blocks, grown as needed and reused from block to block.
+struct BlockScratch {
+  std::vector<float> xn, a, b, c, d;
+  static float* at_least(std::vector<float>& v, long n) {
+    if (static_cast<long>(v.size()) < n) v.resize(n);
+    return v.data();
+  }
+};
+
+// o = the MLP block of h (`rows` rows of d); o must not alias h.
+void run_mlp(const KernelContext& ctx, const MlpBlockSpec& s, const BlockArrays& in, const float* h,
+             int rows, int d, float* o, BlockScratch& sc) {
+  const int hidden = s.slots[0].n;
+  const VecOps& v = vec_ops(ctx.isa());
+  const long nh = static_cast<long>(rows) * hidden;
+  float* xn = BlockScratch::at_least(sc.xn, static_cast<long>(rows) * d);
+  float* g = BlockScratch::at_least(sc.a, nh);
+  float* u = BlockScratch::at_least(sc.b, nh);
+  rms_norm_rows(v, h, in[s.norm].data<float>(), s.eps, rows, d, xn);
+  qlinear_many(ctx, {{view(in, s.slots[0]), g}, {view(in, s.slots[1]), u}}, xn, rows);
+  (s.act == GluActivation::kSilu ? v.silu_mul : v.gelu_mul)(g, u, g, nh);
+  qlinear(ctx, view(in, s.slots[2]), g, rows, o);
+  if (s.post_norm >= 0) rms_norm_rows(v, o, in[s.post_norm].data<float>(), s.eps, rows, d, o);
+  for (long i = 0, n = static_cast<long>(rows) * d; i < n; ++i) o[i] += h[i];
+}
+
+// o = the attention block of h ([batch, L, d]); writes the new rows into the caches kc/vc
+// ([batch, kv_heads, cap, head_dim]); o must not alias h.
+void run_attention(const KernelContext& ctx, const AttentionBlockSpec& s, const BlockArrays& in,
+                   const float* h, int cap, float* o, float* kc, float* vc, BlockScratch& sc) {
+  const int rows = s.L;
+  const int qd = s.heads * s.head_dim, kvd = s.kv_heads * s.head_dim;
+  const VecOps& v = vec_ops(ctx.isa());
+  float* xn = BlockScratch::at_least(sc.xn, static_cast<long>(rows) * s.d);
+  float* q = BlockScratch::at_least(sc.a, static_cast<long>(rows) * qd);
+  float* k = BlockScratch::at_least(sc.b, static_cast<long>(rows) * kvd);
+  float* val = BlockScratch::at_least(sc.c, static_cast<long>(rows) * kvd);
+  float* att = BlockScratch::at_least(sc.d, static_cast<long>(rows) * qd);
+  for (int b = 0; b < s.batch; ++b) {
+    const float* hb = h + static_cast<long>(b) * rows * s.d;
+    rms_norm_rows(v, hb, in[s.norm].data<float>(), s.eps, rows, s.d, xn);
+    qlinear_many(ctx, {{view(in, s.slots[0]), q}, {view(in, s.slots[1]), k}, {view(in, s.slots[2]), val}}, xn, rows);
+    if (s.q_norm >= 0) {
+      rms_norm_rows(v, q, in[s.q_norm].data<float>(), s.eps, rows * s.heads, s.head_dim, q);
+      rms_norm_rows(v, k, in[s.k_norm].data<float>(), s.eps, rows * s.kv_heads, s.head_dim, k);
+    }
+    if (s.rope) {
+      rope_rows(*s.rope, q, rows, s.heads, s.head_dim, s.offset);
+      rope_rows(*s.rope, k, rows, s.kv_heads, s.head_dim, s.offset);
+    }
+    // Cache write: [kv_heads, cap, hd] rows offset..offset+L of this batch entry.
+    float* kb = kc + static_cast<long>(b) * s.kv_heads * cap * s.head_dim;
+    float* vb = vc + static_cast<long>(b) * s.kv_heads * cap * s.head_dim;
+    for (int l = 0; l < rows; ++l)
+      for (int hh = 0; hh < s.kv_heads; ++hh) {
+        const long dst = (static_cast<long>(hh) * cap + s.offset + l) * s.head_dim;
+        const long srco = (static_cast<long>(l) * s.kv_heads + hh) * s.head_dim;
+        std::memcpy(kb + dst, k + srco, sizeof(float) * s.head_dim);
+        std::memcpy(vb + dst, val + srco, sizeof(float) * s.head_dim);
+      }
+    AttentionShape as{s.heads, s.kv_heads, s.head_dim, cap, s.offset, rows, s.scale, s.window};
+    attention(ctx, as, q, kb, vb, att);
+    float* ob = o + static_cast<long>(b) * rows * s.d;
+    qlinear(ctx, view(in, s.slots[3]), att, rows, ob);
+    if (s.post_norm >= 0) rms_norm_rows(v, ob, in[s.post_norm].data<float>(), s.eps, rows, s.d, ob);
+    for (long i = 0, n = static_cast<long>(rows) * s.d; i < n; ++i) ob[i] += hb[i];
+  }
+}
+
+// Output buffers of one attention block's caches (outputs[first], outputs[first + 1]): the
+// input buffers themselves when the cache object holds them alone, else new ones the block
+// fills with a copy first (returned true, counted in the context).
+std::pair<bool, bool> cache_outputs(const KernelContext& ctx, const AttentionBlockSpec& s,
+                                    const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs, int first) {
+  bool copy[2];
+  for (int c = 0; c < 2; ++c) {
+    const auto& src = inputs[s.cache_first + c];
+    copy[c] = !(s.exclusive && src.flags().row_contiguous && src.dtype() == mx::float32);
+    if (copy[c]) {
+      outputs[first + c].set_data(mx::allocator::malloc(outputs[first + c].nbytes()));
+      ctx.count_cache_copy();
+    } else {
+      outputs[first + c].copy_shared_buffer(src);
+    }
+  }
+  return {copy[0], copy[1]};
+}
+
+// Fills the copied caches (see cache_outputs) with their inputs' rows.
+void copy_caches(const AttentionBlockSpec& s, const std::vector<mx::array>& in, std::vector<mx::array>& out, int first,
+                 std::pair<bool, bool> copy) {
+  for (int c = 0; c < 2; ++c) {
+    if (!(c == 0 ? copy.first : copy.second)) continue;
+    std::vector<float> tmp;
+    const float* src = contiguous_f32(in[s.cache_first + c], tmp);
+    std::memcpy(out[first + c].data<float>(), src, out[first + c].nbytes());
+  }
+}
+
+mx::cpu::CommandEncoder& encoder_for(mx::Stream s, const std::vector<mx::array>& inputs,
+                                     std::vector<mx::array>& outputs) {
+  auto& enc = mx::cpu::get_command_encoder(s);
+  for (const auto& in : inputs) enc.set_input_array(in);
+  for (auto& o : outputs) enc.set_output_array(o);
+  return enc;
+}
+
 }  // namespace
 
 void MlpBlockPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
   auto& enc = begin_unary(stream(), inputs, out);
-  enc.dispatch([in = weak_copies(inputs), out = mx::array::unsafe_weak_copy(out), ctx = ctx_, eps = eps_,
-                slots = slots_, act = act_, post = post_norm_]() mutable {
+  enc.dispatch([in = weak_copies(inputs), out = mx::array::unsafe_weak_copy(out), ctx = ctx_, s = spec_]() mutable {
     KernelContext::Timer timer(*ctx);
     std::vector<float> hs;
     const float* h = contiguous_f32(in[0], hs);
     const int d = in[0].shape(-1);
-    const int rows = static_cast<int>(in[0].size() / d);
-    const int hidden = slots[0].n;
-    const VecOps& v = vec_ops(ctx->isa());
-    std::vector<float> xn(static_cast<size_t>(rows) * d), g(static_cast<size_t>(rows) * hidden),
-        u(static_cast<size_t>(rows) * hidden);
-    rms_norm_rows(v, h, in[1].data<float>(), eps, rows, d, xn.data());
-    qlinear_many(*ctx, {{view(in, slots[0]), g.data()}, {view(in, slots[1]), u.data()}}, xn.data(), rows);
-    (act == GluActivation::kSilu ? v.silu_mul : v.gelu_mul)(g.data(), u.data(), g.data(), static_cast<long>(rows) * hidden);
-    float* o = out.data<float>();
-    qlinear(*ctx, view(in, slots[2]), g.data(), rows, o);
-    if (post >= 0) rms_norm_rows(v, o, in[post].data<float>(), eps, rows, d, o);
-    for (long i = 0, n = static_cast<long>(rows) * d; i < n; ++i) o[i] += h[i];
+    BlockScratch sc;
+    run_mlp(*ctx, s, {in, {}}, h, static_cast<int>(in[0].size() / d), d, out.data<float>(), sc);
   });
 }
 
@@ -67,77 +163,63 @@ std::vector<mx::Shape> AttentionBlockPrimitive::output_shapes(const std::vector<
 
 void AttentionBlockPrimitive::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   outputs[0].set_data(mx::allocator::malloc(outputs[0].nbytes()));
-  // The caches: updated in place when the cache object holds them alone, else copied first.
-  bool copy_cache[2];
-  for (int c = 0; c < 2; ++c) {
-    const auto& src = inputs[spec_.cache_first + c];
-    copy_cache[c] = !(spec_.exclusive && src.flags().row_contiguous && src.dtype() == mx::float32);
-    if (copy_cache[c]) {
-      outputs[1 + c].set_data(mx::allocator::malloc(outputs[1 + c].nbytes()));
-      ctx_->count_cache_copy();
-    } else {
-      outputs[1 + c].copy_shared_buffer(src);
-    }
-  }
-  auto& enc = mx::cpu::get_command_encoder(stream());
-  for (const auto& in : inputs) enc.set_input_array(in);
-  for (auto& o : outputs) enc.set_output_array(o);
-  enc.dispatch([in = weak_copies(inputs), out = weak_copies(outputs), ctx = ctx_, s = spec_,
-                c0 = copy_cache[0], c1 = copy_cache[1]]() mutable {
+  auto copy = cache_outputs(*ctx_, spec_, inputs, outputs, 1);
+  auto& enc = encoder_for(stream(), inputs, outputs);
+  enc.dispatch([in = weak_copies(inputs), out = weak_copies(outputs), ctx = ctx_, s = spec_, copy]() mutable {
     KernelContext::Timer timer(*ctx);
-    std::vector<float> scratch;
-    float* kc = out[1].data<float>();
-    float* vc = out[2].data<float>();
-    for (int c = 0; c < 2; ++c) {
-      if (!(c == 0 ? c0 : c1)) continue;
-      std::vector<float> tmp;
-      const float* src = contiguous_f32(in[s.cache_first + c], tmp);
-      std::memcpy(c == 0 ? kc : vc, src, out[1 + c].nbytes());
-    }
-    const float* h = contiguous_f32(in[0], scratch);
-    const int rows = s.L;
-    const int qd = s.heads * s.head_dim, kvd = s.kv_heads * s.head_dim;
-    const int cap = out[1].shape(2);
-    const VecOps& v = vec_ops(ctx->isa());
-    std::vector<float> xn(static_cast<size_t>(rows) * s.d), q(static_cast<size_t>(rows) * qd),
-        k(static_cast<size_t>(rows) * kvd), val(static_cast<size_t>(rows) * kvd), att(static_cast<size_t>(rows) * qd);
-    float* o = out[0].data<float>();
-    for (int b = 0; b < s.batch; ++b) {
-      const float* hb = h + static_cast<long>(b) * rows * s.d;
-      rms_norm_rows(v, hb, in[1].data<float>(), s.eps, rows, s.d, xn.data());
-      qlinear_many(*ctx,
-                   {{view(in, s.slots[0]), q.data()}, {view(in, s.slots[1]), k.data()}, {view(in, s.slots[2]), val.data()}},
-                   xn.data(), rows);
-      if (s.q_norm >= 0) {
-        rms_norm_rows(v, q.data(), in[s.q_norm].data<float>(), s.eps, rows * s.heads, s.head_dim, q.data());
-        rms_norm_rows(v, k.data(), in[s.k_norm].data<float>(), s.eps, rows * s.kv_heads, s.head_dim, k.data());
-      }
-      if (s.rope) {
-        rope_rows(*s.rope, q.data(), rows, s.heads, s.head_dim, s.offset);
-        rope_rows(*s.rope, k.data(), rows, s.kv_heads, s.head_dim, s.offset);
-      }
-      // Cache write: [kv_heads, cap, hd] rows offset..offset+L of this batch entry.
-      float* kb = kc + static_cast<long>(b) * s.kv_heads * cap * s.head_dim;
-      float* vb = vc + static_cast<long>(b) * s.kv_heads * cap * s.head_dim;
-      for (int l = 0; l < rows; ++l)
-        for (int hh = 0; hh < s.kv_heads; ++hh) {
-          const long dst = (static_cast<long>(hh) * cap + s.offset + l) * s.head_dim;
-          const long srco = (static_cast<long>(l) * s.kv_heads + hh) * s.head_dim;
-          std::memcpy(kb + dst, k.data() + srco, sizeof(float) * s.head_dim);
-          std::memcpy(vb + dst, val.data() + srco, sizeof(float) * s.head_dim);
-        }
-      AttentionShape as{s.heads, s.kv_heads, s.head_dim, cap, s.offset, rows, s.scale, s.window};
-      attention(*ctx, as, q.data(), kb, vb, att.data());
-      float* ob = o + static_cast<long>(b) * rows * s.d;
-      qlinear(*ctx, view(in, s.slots[3]), att.data(), rows, ob);
-      if (s.post_norm >= 0) rms_norm_rows(v, ob, in[s.post_norm].data<float>(), s.eps, rows, s.d, ob);
-      for (long i = 0, n = static_cast<long>(rows) * s.d; i < n; ++i) ob[i] += hb[i];
-    }
+    copy_caches(s, in, out, 1, copy);
+    std::vector<float> hs;
+    const float* h = contiguous_f32(in[0], hs);
+    BlockScratch sc;
+    run_attention(*ctx, s, {in, {}}, h, out[1].shape(2), out[0].data<float>(), out[1].data<float>(), out[2].data<float>(),
+                  sc);
   });
 }
 
 void AttentionBlockPrimitive::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) {
   throw Error("[MlxcppAttentionBlock] CPU-only primitive built for a GPU stream");
+}
+
+std::vector<mx::Shape> DecoderStackPrimitive::output_shapes(const std::vector<mx::array>& inputs) {
+  std::vector<mx::Shape> shapes{inputs[0].shape()};
+  for (const auto& a : attn_) {
+    shapes.push_back(inputs[a.cache_first].shape());
+    shapes.push_back(inputs[a.cache_first + 1].shape());
+  }
+  return shapes;
+}
+
+void DecoderStackPrimitive::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
+  outputs[0].set_data(mx::allocator::malloc(outputs[0].nbytes()));
+  std::vector<std::pair<bool, bool>> copies;
+  for (size_t i = 0; i < attn_.size(); ++i) {
+    copies.push_back(cache_outputs(*ctx_, attn_[i], inputs, outputs, 1 + 2 * static_cast<int>(i)));
+  }
+  auto& enc = encoder_for(stream(), inputs, outputs);
+  enc.dispatch([in = weak_copies(inputs), out = weak_copies(outputs), ctx = ctx_, attn = attn_, mlp = mlp_,
+                held = held_, copies = std::move(copies)]() mutable {
+    KernelContext::Timer timer(*ctx);
+    std::vector<float> hs;
+    const float* h = contiguous_f32(in[0], hs);
+    const int d = in[0].shape(-1);
+    const int rows = static_cast<int>(in[0].size() / d);
+    // h flows in[0] -> mid (attention) -> out[0] (MLP) -> mid -> out[0] ...
+    std::vector<float> mid(static_cast<size_t>(rows) * d);
+    float* hout = out[0].data<float>();
+    BlockScratch sc;
+    const BlockArrays arrays{in, *held};
+    for (size_t i = 0; i < attn.size(); ++i) {
+      const int first = 1 + 2 * static_cast<int>(i);
+      copy_caches(attn[i], in, out, first, copies[i]);
+      run_attention(*ctx, attn[i], arrays, i == 0 ? h : hout, out[first].shape(2), mid.data(), out[first].data<float>(),
+                    out[first + 1].data<float>(), sc);
+      run_mlp(*ctx, mlp[i], arrays, mid.data(), rows, d, hout, sc);
+    }
+  });
+}
+
+void DecoderStackPrimitive::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) {
+  throw Error("[MlxcppDecoderStack] CPU-only primitive built for a GPU stream");
 }
 
 }  // namespace mlxcpp::kernels

@@ -1,6 +1,7 @@
 // Block-level primitives for the CPU fast path: a whole pre-norm attention block (norm, q/k/v,
 // rope, cache write, attention, output projection, residual) or MLP block (norm, gate/up,
-// SwiGLU, down, residual) in one eval_cpu each, so a decode step is ~2 MLX ops per layer.
+// SwiGLU, down, residual) in one eval_cpu each, and a whole stack of decoder layers (attention
+// block then MLP block, per layer) in one, so a decode step is a handful of MLX ops.
 #pragma once
 
 #include <memory>
@@ -14,7 +15,18 @@
 
 namespace mlxcpp::kernels {
 
-// How a quantized projection's arrays sit in a primitive's input list: w, scales, biases
+// The arrays a block primitive's specs index: index i < kHeld is inputs[i]; kHeld + j is the
+// primitive's own held[j] (evaluated weights it keeps instead of taking them as inputs: MLX
+// copies a primitive's input list into each of its outputs and walks it at every eval, which
+// for a stack of hundreds of weights and dozens of cache outputs costs more than a layer).
+constexpr int kHeld = 1 << 24;
+struct BlockArrays {
+  const std::vector<mlx::core::array>& in;
+  const std::vector<mlx::core::array>& held;
+  const mlx::core::array& operator[](int i) const { return i >= kHeld ? held[i - kHeld] : in[i]; }
+};
+
+// How a quantized projection's arrays sit among a primitive's arrays: w, scales, biases
 // [, bias] starting at `first`.
 struct LinearSlot {
   int first = 0;
@@ -23,14 +35,22 @@ struct LinearSlot {
   int inputs() const { return has_bias ? 4 : 3; }
 };
 
-// inputs: h [rows, d], norm_w [d], gate, up, down (LinearSlots) [, post_w [d]]; output:
-// h + post_norm(down(act(gate(n)) * up(n))) with n = rms_norm(h) (no post_norm without post_w).
+// An MLP block's arrays in a primitive's input list: h + post_norm(down(act(gate(n)) * up(n)))
+// with n = rms_norm(h, inputs[norm]) (no post_norm when post_norm < 0).
+struct MlpBlockSpec {
+  int norm = 1;  // input index of the norm weight [d]
+  float eps = 0.f;
+  std::vector<LinearSlot> slots;  // gate, up, down
+  GluActivation act = GluActivation::kSilu;
+  int post_norm = -1;  // input index of the post-norm weight [d], -1: none
+};
+
+// inputs: h [rows, d], norm_w [d], gate, up, down (LinearSlots) [, post_w [d]]; output: the
+// block's (MlpBlockSpec).
 class MlpBlockPrimitive : public mlx::core::UnaryPrimitive {
  public:
-  MlpBlockPrimitive(mlx::core::Stream s, std::shared_ptr<const KernelContext> ctx, float eps,
-                    std::vector<LinearSlot> slots, GluActivation act, int post_norm)
-      : UnaryPrimitive(s), ctx_(std::move(ctx)), eps_(eps), slots_(std::move(slots)), act_(act),
-        post_norm_(post_norm) {}
+  MlpBlockPrimitive(mlx::core::Stream s, std::shared_ptr<const KernelContext> ctx, MlpBlockSpec spec)
+      : UnaryPrimitive(s), ctx_(std::move(ctx)), spec_(std::move(spec)) {}
   void eval_cpu(const std::vector<mlx::core::array>& inputs, mlx::core::array& out) override;
   void eval_gpu(const std::vector<mlx::core::array>& inputs, mlx::core::array& out) override;
   const char* name() const override { return "MlxcppMlpBlock"; }
@@ -40,10 +60,7 @@ class MlpBlockPrimitive : public mlx::core::UnaryPrimitive {
 
  private:
   std::shared_ptr<const KernelContext> ctx_;
-  float eps_;
-  std::vector<LinearSlot> slots_;  // gate, up, down
-  GluActivation act_;
-  int post_norm_;  // input index of the post-norm weight, -1: none
+  MlpBlockSpec spec_;
 };
 
 struct AttentionBlockSpec {
@@ -52,6 +69,7 @@ struct AttentionBlockSpec {
   std::optional<int> window;
   std::shared_ptr<const RopeSpec> rope;  // null: no rotary embedding on this layer
   std::vector<LinearSlot> slots;          // q, k, v, o
+  int norm = 1;                           // input index of the input norm's weight [d]
   int cache_first;                        // index of the key cache; the value cache follows
   bool exclusive = false;                 // write the caches in place (see AttentionBlockArgs)
   int q_norm = -1, k_norm = -1;           // input indices of per-head q/k norm weights (-1: none)
@@ -74,6 +92,28 @@ class AttentionBlockPrimitive : public mlx::core::Primitive {
  private:
   std::shared_ptr<const KernelContext> ctx_;
   AttentionBlockSpec spec_;
+};
+
+// inputs: h [B, L, d], then every layer's arrays where its specs say (inputs or held); outputs: h after all
+// layers (each an attention block then an MLP block), then each layer's key and value caches
+// (as AttentionBlockPrimitive's). One MLX op for a whole decoder stack: MLX's per-op dispatch
+// (~10 µs each on this CPU) and graph building leave a decode step.
+class DecoderStackPrimitive : public mlx::core::Primitive {
+ public:
+  DecoderStackPrimitive(mlx::core::Stream s, std::shared_ptr<const KernelContext> ctx,
+                        std::vector<AttentionBlockSpec> attn, std::vector<MlpBlockSpec> mlp,
+                        std::shared_ptr<const std::vector<mlx::core::array>> held)
+      : Primitive(s), ctx_(std::move(ctx)), attn_(std::move(attn)), mlp_(std::move(mlp)), held_(std::move(held)) {}
+  void eval_cpu(const std::vector<mlx::core::array>& inputs, std::vector<mlx::core::array>& outputs) override;
+  void eval_gpu(const std::vector<mlx::core::array>& inputs, std::vector<mlx::core::array>& outputs) override;
+  const char* name() const override { return "MlxcppDecoderStack"; }
+  std::vector<mlx::core::Shape> output_shapes(const std::vector<mlx::core::array>& inputs) override;
+
+ private:
+  std::shared_ptr<const KernelContext> ctx_;
+  std::vector<AttentionBlockSpec> attn_;  // one per layer
+  std::vector<MlpBlockSpec> mlp_;         // one per layer
+  std::shared_ptr<const std::vector<mlx::core::array>> held_;  // see BlockArrays
 };
 
 }  // namespace mlxcpp::kernels

@@ -1,5 +1,7 @@
 #include "kernels/ops.h"
 
+#include <algorithm>
+
 #include <mlx/ops.h>
 #include <mlx/transforms.h>
 #include <mlx/utils.h>
@@ -140,17 +142,32 @@ bool block_ok(const BlockLinear& l) {
          (!l.bias || (l.bias->dtype() == mx::float32 && l.bias->flags().row_contiguous));
 }
 
-// Appends the projection's arrays to `inputs` and describes where they sit.
-LinearSlot add_linear(std::vector<mx::array>& inputs, const BlockLinear& l) {
+// Where a block primitive's arrays go (see BlockArrays): every one into `inputs`, or, with
+// `held`, the evaluated ones (weights) there.
+struct Placer {
+  std::vector<mx::array>& inputs;
+  std::vector<mx::array>* held = nullptr;
+
+  // The index of the first of `arrays`, which are placed together.
+  int add(std::initializer_list<mx::array> arrays) {
+    const bool hold = held && std::all_of(arrays.begin(), arrays.end(), [](const mx::array& a) { return a.is_available(); });
+    auto& list = hold ? *held : inputs;
+    const int first = (hold ? kHeld : 0) + static_cast<int>(list.size());
+    list.insert(list.end(), arrays);
+    return first;
+  }
+  int add_optional(const std::optional<mx::array>& a) { return a ? add({*a}) : -1; }
+};
+
+// Places the projection's arrays and describes where they sit.
+LinearSlot add_linear(Placer& p, const BlockLinear& l) {
   LinearSlot s;
-  s.first = static_cast<int>(inputs.size());
   s.n = l.w.shape(0);
   s.k = l.w.shape(1) * 32 / l.bits;
   s.bits = l.bits;
   s.group = l.group;
   s.has_bias = l.bias.has_value();
-  inputs.insert(inputs.end(), {l.w, l.scales, l.biases});
-  if (l.bias) inputs.push_back(*l.bias);
+  s.first = s.has_bias ? p.add({l.w, l.scales, l.biases, *l.bias}) : p.add({l.w, l.scales, l.biases});
   return s;
 }
 
@@ -171,56 +188,101 @@ std::optional<mx::array> quantized_take(const mx::array& w, const mx::array& sca
                    {ids, w, scales, *biases});
 }
 
+namespace {
+
+bool mlp_ok(const mx::array& h, const MlpBlockInputs& m) {
+  return h.dtype() == mx::float32 && norm_ok(m.norm_w, h.shape(-1)) && block_ok(m.gate) && block_ok(m.up) &&
+         block_ok(m.down) && (!m.post_norm || norm_ok(*m.post_norm, h.shape(-1)));
+}
+
+MlpBlockSpec add_mlp(Placer& p, const MlpBlockInputs& m) {
+  MlpBlockSpec spec;
+  spec.norm = p.add({m.norm_w});
+  spec.eps = m.eps;
+  for (const auto* l : {&m.gate, &m.up, &m.down}) spec.slots.push_back(add_linear(p, *l));
+  spec.act = m.act;
+  spec.post_norm = p.add_optional(m.post_norm);
+  return spec;
+}
+
+bool attention_ok(const mx::array& h, const AttentionBlockInputs& in) {
+  const auto& a = in.args;
+  return h.dtype() == mx::float32 && h.ndim() == 3 && norm_ok(in.norm_w, h.shape(2)) && block_ok(in.q) &&
+         block_ok(in.k) && block_ok(in.v) && block_ok(in.o) && in.k_cache.dtype() == mx::float32 &&
+         in.v_cache.dtype() == mx::float32 && in.k_cache.shape(3) == a.head_dim && in.v_cache.shape(3) == a.head_dim &&
+         a.q_norm.has_value() == a.k_norm.has_value() && (!a.q_norm || norm_ok(*a.q_norm, a.head_dim)) &&
+         (!a.k_norm || norm_ok(*a.k_norm, a.head_dim)) && (!a.post_norm || norm_ok(*a.post_norm, h.shape(2)));
+}
+
+AttentionBlockSpec add_attention(Placer& p, const mx::array& h, const AttentionBlockInputs& in) {
+  const auto& a = in.args;
+  AttentionBlockSpec spec{h.shape(0), h.shape(1), h.shape(2), a.heads, a.kv_heads, a.head_dim, a.offset,
+                          a.eps, a.scale, a.window, a.rope, {}, 0, 0, a.exclusive};
+  spec.norm = p.add({in.norm_w});
+  for (const auto* l : {&in.q, &in.k, &in.v, &in.o}) spec.slots.push_back(add_linear(p, *l));
+  spec.q_norm = p.add_optional(a.q_norm);
+  spec.k_norm = p.add_optional(a.k_norm);
+  spec.post_norm = p.add_optional(a.post_norm);
+  // The caches are always inputs (and outputs), together.
+  spec.cache_first = static_cast<int>(p.inputs.size());
+  p.inputs.push_back(in.k_cache);
+  p.inputs.push_back(in.v_cache);
+  return spec;
+}
+
+}  // namespace
+
 std::optional<mx::array> mlp_block(const mx::array& h, const mx::array& norm_w, float eps, const BlockLinear& gate,
                                    const BlockLinear& up, const BlockLinear& down, const FastPath& fast,
                                    GluActivation act, const std::optional<mx::array>& post_norm) {
-  if (!use_fast(fast) || h.dtype() != mx::float32 || !norm_ok(norm_w, h.shape(-1)) || !block_ok(gate) ||
-      !block_ok(up) || !block_ok(down) || (post_norm && !norm_ok(*post_norm, h.shape(-1)))) {
-    return std::nullopt;
-  }
-  std::vector<mx::array> inputs{h, norm_w};
-  std::vector<LinearSlot> slots;
-  for (const auto* l : {&gate, &up, &down}) slots.push_back(add_linear(inputs, *l));
-  int post = -1;
-  if (post_norm) {
-    post = static_cast<int>(inputs.size());
-    inputs.push_back(*post_norm);
-  }
+  MlpBlockInputs m{norm_w, eps, gate, up, down, act, post_norm};
+  if (!use_fast(fast) || !mlp_ok(h, m)) return std::nullopt;
+  std::vector<mx::array> inputs{h};
+  Placer p{inputs};
+  auto spec = add_mlp(p, m);
   auto s = mx::default_stream(mx::Device::cpu);
-  return mx::array(h.shape(), mx::float32,
-                   std::make_shared<MlpBlockPrimitive>(s, fast, eps, std::move(slots), act, post), std::move(inputs));
+  return mx::array(h.shape(), mx::float32, std::make_shared<MlpBlockPrimitive>(s, fast, std::move(spec)),
+                   std::move(inputs));
 }
 
 std::optional<std::vector<mx::array>> attention_block(const mx::array& h, const mx::array& norm_w, const BlockLinear& q,
                                                       const BlockLinear& k, const BlockLinear& v, const BlockLinear& o,
                                                       const mx::array& k_cache, const mx::array& v_cache,
                                                       const AttentionBlockArgs& a, const FastPath& fast) {
-  if (!use_fast(fast) || h.dtype() != mx::float32 || h.ndim() != 3 || !norm_ok(norm_w, h.shape(2)) ||
-      !block_ok(q) || !block_ok(k) || !block_ok(v) || !block_ok(o) || k_cache.dtype() != mx::float32 ||
-      v_cache.dtype() != mx::float32 || k_cache.shape(3) != a.head_dim || v_cache.shape(3) != a.head_dim ||
-      a.q_norm.has_value() != a.k_norm.has_value() || (a.q_norm && !norm_ok(*a.q_norm, a.head_dim)) ||
-      (a.k_norm && !norm_ok(*a.k_norm, a.head_dim)) || (a.post_norm && !norm_ok(*a.post_norm, h.shape(2)))) {
-    return std::nullopt;
-  }
-  AttentionBlockSpec spec{h.shape(0), h.shape(1), h.shape(2), a.heads, a.kv_heads, a.head_dim, a.offset,
-                          a.eps, a.scale, a.window, a.rope, {}, 0, a.exclusive};
-  std::vector<mx::array> inputs{h, norm_w};
-  for (const auto* l : {&q, &k, &v, &o}) spec.slots.push_back(add_linear(inputs, *l));
-  auto add_norm = [&](const std::optional<mx::array>& w) {
-    if (!w) return -1;
-    inputs.push_back(*w);
-    return static_cast<int>(inputs.size()) - 1;
-  };
-  spec.q_norm = add_norm(a.q_norm);
-  spec.k_norm = add_norm(a.k_norm);
-  spec.post_norm = add_norm(a.post_norm);
-  spec.cache_first = static_cast<int>(inputs.size());
-  inputs.push_back(k_cache);
-  inputs.push_back(v_cache);
+  AttentionBlockInputs in{norm_w, q, k, v, o, k_cache, v_cache, a};
+  if (!use_fast(fast) || !attention_ok(h, in)) return std::nullopt;
+  std::vector<mx::array> inputs{h};
+  Placer p{inputs};
+  auto spec = add_attention(p, h, in);
   auto s = mx::default_stream(mx::Device::cpu);
   return mx::array::make_arrays({h.shape(), k_cache.shape(), v_cache.shape()},
                                 {mx::float32, mx::float32, mx::float32},
                                 std::make_shared<AttentionBlockPrimitive>(s, fast, std::move(spec)), std::move(inputs));
+}
+
+std::optional<std::vector<mx::array>> decoder_stack(const mx::array& h, const std::vector<DecoderLayerInputs>& layers,
+                                                    const FastPath& fast) {
+  if (!use_fast(fast) || layers.empty()) return std::nullopt;
+  for (const auto& l : layers) {
+    if (!attention_ok(h, l.attn) || !mlp_ok(h, l.mlp)) return std::nullopt;
+  }
+  std::vector<mx::array> inputs{h};
+  auto held = std::make_shared<std::vector<mx::array>>();
+  Placer p{inputs, held.get()};
+  std::vector<AttentionBlockSpec> attn;
+  std::vector<MlpBlockSpec> mlp;
+  std::vector<mx::Shape> shapes{h.shape()};
+  for (const auto& l : layers) {
+    attn.push_back(add_attention(p, h, l.attn));
+    mlp.push_back(add_mlp(p, l.mlp));
+    shapes.push_back(l.attn.k_cache.shape());
+    shapes.push_back(l.attn.v_cache.shape());
+  }
+  std::vector<mx::Dtype> dtypes(shapes.size(), mx::float32);
+  auto s = mx::default_stream(mx::Device::cpu);
+  return mx::array::make_arrays(std::move(shapes), dtypes,
+                                std::make_shared<DecoderStackPrimitive>(s, fast, std::move(attn), std::move(mlp), std::move(held)),
+                                std::move(inputs));
 }
 
 }  // namespace mlxcpp::kernels

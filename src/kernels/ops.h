@@ -93,4 +93,31 @@ std::optional<std::vector<mlx::core::array>> attention_block(const mlx::core::ar
                                                              const mlx::core::array& v_cache,
                                                              const AttentionBlockArgs& args, const FastPath& fast);
 
+// One decoder layer for decoder_stack: an attention block (as attention_block's arguments) then
+// an MLP block (as mlp_block's).
+struct AttentionBlockInputs {
+  mlx::core::array norm_w;
+  BlockLinear q, k, v, o;
+  mlx::core::array k_cache, v_cache;
+  AttentionBlockArgs args;
+};
+struct MlpBlockInputs {
+  mlx::core::array norm_w;
+  float eps;
+  BlockLinear gate, up, down;
+  GluActivation act = GluActivation::kSilu;
+  std::optional<mlx::core::array> post_norm = std::nullopt;
+};
+struct DecoderLayerInputs {
+  AttentionBlockInputs attn;
+  MlpBlockInputs mlp;
+};
+
+// {h after every layer, then each layer's key and value caches}: what attention_block then
+// mlp_block per layer give, in one primitive. nullopt where the fast path does not apply to
+// some layer (the caller runs the layers one by one).
+std::optional<std::vector<mlx::core::array>> decoder_stack(const mlx::core::array& h,
+                                                           const std::vector<DecoderLayerInputs>& layers,
+                                                           const FastPath& fast);
+
 }  // namespace mlxcpp::kernels

@@ -165,6 +165,13 @@ class Block {
     return mlp_.residual(*h, pre_ff_norm_, post_ff_norm_, fast_, clip_residual);
   }
 
+  // The layer as fused_decoder_stack takes it (float32, where clip_residual is a plain add).
+  std::optional<FusedDecoderLayer> fused_layer() const {
+    auto mlp = mlp_.fused_layer(pre_ff_norm_, post_ff_norm_);
+    if (!mlp || input_norm_.eps() != post_attn_norm_.eps()) return std::nullopt;
+    return FusedDecoderLayer{attn_.fused_layer(input_norm_, post_attn_norm_, window_), std::move(*mlp)};
+  }
+
   void collect(std::vector<mx::array>& out) const {
     attn_.collect(out);
     mlp_.collect(out);
@@ -205,13 +212,17 @@ class Gemma3Model final : public Model {
   mx::array operator()(const mx::array& ids, LayerCaches* caches) const override {
     auto h = embed_(ids);
     h = mx::multiply(h, mx::astype(embed_scale_, h.dtype()));
-    const int n = h.shape(1);
-    auto cache_at = [&](int i) -> KVCacheBase* { return caches ? (*caches)[i].get() : nullptr; };
-    AttentionMask global_mask = create_attention_mask(n, cache_at(args_.pattern - 1));
-    AttentionMask sliding_mask;
-    if (args_.pattern > 1) sliding_mask = create_attention_mask(n, cache_at(0), args_.sliding_window);
-    for (int i = 0; i < args_.layers; ++i) {
-      h = blocks_[i](h, args_.is_global(i) ? global_mask : sliding_mask, cache_at(i));
+    if (auto stacked = fused_decoder_stack(h, blocks_, caches, fast_)) {  // fast mode: one primitive
+      h = *stacked;
+    } else {
+      const int n = h.shape(1);
+      auto cache_at = [&](int i) -> KVCacheBase* { return caches ? (*caches)[i].get() : nullptr; };
+      AttentionMask global_mask = create_attention_mask(n, cache_at(args_.pattern - 1));
+      AttentionMask sliding_mask;
+      if (args_.pattern > 1) sliding_mask = create_attention_mask(n, cache_at(0), args_.sliding_window);
+      for (int i = 0; i < args_.layers; ++i) {
+        h = blocks_[i](h, args_.is_global(i) ? global_mask : sliding_mask, cache_at(i));
+      }
     }
     h = norm_(h);
     return lm_head_ ? (*lm_head_)(h) : embed_.as_linear(h);

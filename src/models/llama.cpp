@@ -163,6 +163,13 @@ class Block {
     return mlp_.residual(*h, post_norm_, fast_);
   }
 
+  // The layer as fused_decoder_stack takes it (the fused blocks skip sliding-window layers,
+  // whose rotating caches they don't cover).
+  std::optional<FusedDecoderLayer> fused_layer() const {
+    if (sliding_) return std::nullopt;
+    return FusedDecoderLayer{attn_.fused_layer(in_norm_), mlp_.fused_layer(post_norm_)};
+  }
+
   void collect(std::vector<mx::array>& out) const {
     attn_.collect(out);
     mlp_.collect(out);
@@ -183,7 +190,8 @@ class LlamaModel final : public Model {
   LlamaModel(LlamaArgs a, const LoadContext& ctx)
       : args_(std::move(a)),
         embed_(Embedding::load(ctx, "model.embed_tokens", args_.vocab, args_.hidden)),
-        norm_(RMSNorm::load(ctx, "model.norm", args_.hidden, args_.eps)) {
+        norm_(RMSNorm::load(ctx, "model.norm", args_.hidden, args_.eps)),
+        fast_(ctx.fast) {
     for (int i = 0; i < args_.layers; ++i) blocks_.emplace_back(args_, ctx, i);
     if (args_.tie) {
       for (const char* s : {".weight", ".scales", ".biases"}) ctx.weights.drop(std::string("lm_head") + s);
@@ -202,13 +210,17 @@ class LlamaModel final : public Model {
 
   mx::array operator()(const mx::array& ids, LayerCaches* caches) const override {
     auto h = embed_(ids);
-    const int n = h.shape(1);
-    auto cache_at = [&](int i) -> KVCacheBase* { return caches ? (*caches)[i].get() : nullptr; };
-    AttentionMask fa_mask = create_attention_mask(n, cache_at(fa_idx_));
-    AttentionMask swa_mask;
-    if (swa_idx_ >= 0) swa_mask = create_attention_mask(n, cache_at(swa_idx_), args_.sliding_window);
-    for (int i = 0; i < args_.layers; ++i) {
-      h = blocks_[i](h, args_.sliding[i] ? swa_mask : fa_mask, cache_at(i));
+    if (auto stacked = fused_decoder_stack(h, blocks_, caches, fast_)) {  // fast mode: one primitive
+      h = *stacked;
+    } else {
+      const int n = h.shape(1);
+      auto cache_at = [&](int i) -> KVCacheBase* { return caches ? (*caches)[i].get() : nullptr; };
+      AttentionMask fa_mask = create_attention_mask(n, cache_at(fa_idx_));
+      AttentionMask swa_mask;
+      if (swa_idx_ >= 0) swa_mask = create_attention_mask(n, cache_at(swa_idx_), args_.sliding_window);
+      for (int i = 0; i < args_.layers; ++i) {
+        h = blocks_[i](h, args_.sliding[i] ? swa_mask : fa_mask, cache_at(i));
+      }
     }
     h = norm_(h);
     return lm_head_ ? (*lm_head_)(h) : embed_.as_linear(h);
@@ -241,6 +253,7 @@ class LlamaModel final : public Model {
   std::vector<Block> blocks_;
   RMSNorm norm_;
   std::optional<Linear> lm_head_;
+  kernels::FastPath fast_;  // null in parity mode
   int fa_idx_ = -1, swa_idx_ = -1;
 };
 

@@ -4,8 +4,17 @@ namespace mx = mlx::core;
 
 namespace mlxcpp {
 
-std::optional<mx::array> fused_attention_block(const mx::array& x, const FusedAttentionLayer& layer,
-                                               KVCacheBase* cache, const kernels::FastPath& fast) {
+namespace {
+
+// An attention layer the block kernels cover, with its cache; nullopt where they don't.
+struct CoveredAttention {
+  KVCache* kv;
+  kernels::AttentionBlockArgs args;
+  kernels::BlockLinear q, k, v, o;
+};
+
+std::optional<CoveredAttention> covered(const mx::array& x, const FusedAttentionLayer& layer, KVCacheBase* cache,
+                                        const kernels::FastPath& fast) {
   // Only a plain KVCache: its mask is causal (or none for one token) or, for a sliding-window
   // layer, causal within the window; the kernel applies either.
   auto* kv = dynamic_cast<KVCache*>(cache);
@@ -17,7 +26,13 @@ std::optional<mx::array> fused_attention_block(const mx::array& x, const FusedAt
   }
   auto q = layer.q.block_view(), k = layer.k.block_view(), v = layer.v.block_view(), o = layer.o.block_view();
   if (!q || !k || !v || !o) return std::nullopt;
-  const int batch = x.shape(0), L = x.shape(1);
+  if (!kv->empty()) {
+    auto state = kv->state_to_eval();  // looked at, not kept
+    if (state[0].dtype() != mx::float32 || state[0].shape(0) != x.shape(0) || state[0].shape(1) != layer.kv_heads ||
+        state[0].shape(3) != layer.head_dim) {
+      return std::nullopt;
+    }
+  }
   kernels::AttentionBlockArgs args{.heads = layer.heads,
                                    .kv_heads = layer.kv_heads,
                                    .head_dim = layer.head_dim,
@@ -29,23 +44,57 @@ std::optional<mx::array> fused_attention_block(const mx::array& x, const FusedAt
   args.q_norm = layer.q_norm;
   args.k_norm = layer.k_norm;
   args.post_norm = layer.post_norm;
-  if (!kv->empty()) {
-    auto state = kv->state_to_eval();  // looked at, not kept
-    if (state[0].dtype() != mx::float32 || state[0].shape(0) != batch || state[0].shape(1) != layer.kv_heads ||
-        state[0].shape(3) != layer.head_dim) {
-      return std::nullopt;
-    }
-  }
-  auto [kc, vc] = kv->take_for_update(batch, layer.kv_heads, L, layer.head_dim, layer.head_dim, mx::float32);
-  // The block writes the new rows into the buffers themselves when nobody else holds them.
-  // (MLX's is_donatable cannot tell: the graph and the block's sibling outputs hold them too.)
-  args.exclusive = kv->exclusive();
-  auto out = kernels::attention_block(x, layer.norm_w, *q, *k, *v, *o, kc, vc, args, fast);
+  return CoveredAttention{kv, std::move(args), *q, *k, *v, *o};
+}
+
+// The cache's buffers grown for L more rows and handed over: the block writes the new rows
+// into them itself when nobody else holds them. (MLX's is_donatable cannot tell: the graph and
+// the block's sibling outputs hold them too.)
+std::pair<mx::array, mx::array> take_cache(CoveredAttention& a, const mx::array& x) {
+  a.args.exclusive = a.kv->exclusive();
+  return a.kv->take_for_update(x.shape(0), a.args.kv_heads, x.shape(1), a.args.head_dim, a.args.head_dim, mx::float32);
+}
+
+}  // namespace
+
+std::optional<mx::array> fused_attention_block(const mx::array& x, const FusedAttentionLayer& layer,
+                                               KVCacheBase* cache, const kernels::FastPath& fast) {
+  auto a = covered(x, layer, cache, fast);
+  if (!a) return std::nullopt;
+  auto [kc, vc] = take_cache(*a, x);
+  auto out = kernels::attention_block(x, layer.norm_w, a->q, a->k, a->v, a->o, kc, vc, a->args, fast);
   if (!out) {
-    kv->commit_update(std::move(kc), std::move(vc), 0, args.exclusive);  // untouched: give them back
+    a->kv->commit_update(std::move(kc), std::move(vc), 0, a->args.exclusive);  // untouched: give them back
     return std::nullopt;
   }
-  kv->commit_update((*out)[1], (*out)[2], L, true);
+  a->kv->commit_update((*out)[1], (*out)[2], x.shape(1), true);
+  return (*out)[0];
+}
+
+std::optional<mx::array> fused_decoder_stack(const mx::array& x, const std::vector<FusedDecoderLayer>& layers,
+                                             const std::vector<KVCacheBase*>& caches, const kernels::FastPath& fast) {
+  if (layers.empty() || caches.size() != layers.size()) return std::nullopt;
+  std::vector<CoveredAttention> attn;
+  std::vector<kernels::MlpBlockInputs> mlp;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    auto a = covered(x, layers[i].attn, caches[i], fast);
+    const auto& m = layers[i].mlp;
+    auto g = m.gate.block_view(), u = m.up.block_view(), d = m.down.block_view();
+    if (!a || !g || !u || !d) return std::nullopt;
+    attn.push_back(std::move(*a));
+    mlp.push_back({m.norm_w, m.eps, *g, *u, *d, m.act, m.post_norm});
+  }
+  std::vector<kernels::DecoderLayerInputs> in;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    auto [kc, vc] = take_cache(attn[i], x);
+    in.push_back({{layers[i].attn.norm_w, attn[i].q, attn[i].k, attn[i].v, attn[i].o, kc, vc, attn[i].args}, mlp[i]});
+  }
+  auto out = kernels::decoder_stack(x, in, fast);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (out) attn[i].kv->commit_update((*out)[1 + 2 * i], (*out)[2 + 2 * i], x.shape(1), true);
+    else attn[i].kv->commit_update(in[i].attn.k_cache, in[i].attn.v_cache, 0, attn[i].args.exclusive);
+  }
+  if (!out) return std::nullopt;
   return (*out)[0];
 }
 

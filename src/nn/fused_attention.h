@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include <mlx/array.h>
 
@@ -30,5 +31,45 @@ struct FusedAttentionLayer {
 
 std::optional<mlx::core::array> fused_attention_block(const mlx::core::array& x, const FusedAttentionLayer& layer,
                                                       KVCacheBase* cache, const kernels::FastPath& fast);
+
+// A pre-norm gated MLP block h + [post_norm](down(act(gate(n)) * up(n))), n = norm(h) (one eps).
+struct FusedMlpLayer {
+  mlx::core::array norm_w;  // effective weight (Gemma: 1 + weight)
+  float eps;
+  const Linear &gate, &up, &down;
+  kernels::GluActivation act = kernels::GluActivation::kSilu;
+  std::optional<mlx::core::array> post_norm = std::nullopt;
+};
+
+struct FusedDecoderLayer {
+  FusedAttentionLayer attn;
+  FusedMlpLayer mlp;
+};
+
+// Every layer (attention block, then MLP block) in one primitive on the CPU fast path, each
+// with its cache (caches[i], a plain KVCache). nullopt, with no cache touched, where some layer
+// is not covered: the caller runs the layers one by one.
+std::optional<mlx::core::array> fused_decoder_stack(const mlx::core::array& x,
+                                                    const std::vector<FusedDecoderLayer>& layers,
+                                                    const std::vector<KVCacheBase*>& caches,
+                                                    const kernels::FastPath& fast);
+
+// A model's layers blocks[0..] (each with fused_layer(): std::optional<FusedDecoderLayer>) with
+// their caches through fused_decoder_stack; nullopt without a fast path or caches, or where a
+// layer is not covered.
+template <class Blocks>
+std::optional<mlx::core::array> fused_decoder_stack(const mlx::core::array& x, const Blocks& blocks,
+                                                    LayerCaches* caches, const kernels::FastPath& fast) {
+  if (!fast || !caches || caches->size() != blocks.size()) return std::nullopt;
+  std::vector<FusedDecoderLayer> layers;
+  std::vector<KVCacheBase*> cs;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    auto l = blocks[i].fused_layer();
+    if (!l) return std::nullopt;
+    layers.push_back(std::move(*l));
+    cs.push_back((*caches)[i].get());
+  }
+  return fused_decoder_stack(x, layers, cs, fast);
+}
 
 }  // namespace mlxcpp

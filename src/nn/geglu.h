@@ -1,11 +1,13 @@
 // GeGLU MLP as mlx-lm's gemma3_text.MLP: down(nn.gelu_approx(gate(x)) * up(x)).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <mlx/array.h>
 
+#include "nn/fused_attention.h"
 #include "nn/gemma_norm.h"
 #include "nn/linear.h"
 
@@ -23,6 +25,13 @@ class GeGLUMLP {
   mlx::core::array residual(const mlx::core::array& h, const GemmaRMSNorm& pre_norm, const GemmaRMSNorm& post_norm,
                             const kernels::FastPath& fast,
                             mlx::core::array (*add)(const mlx::core::array&, const mlx::core::array&)) const;
+  // The sub-block above as fused_decoder_stack takes it (the kernel's one eps: the norms' must
+  // be equal; nullopt otherwise).
+  std::optional<FusedMlpLayer> fused_layer(const GemmaRMSNorm& pre_norm, const GemmaRMSNorm& post_norm) const {
+    if (pre_norm.eps() != post_norm.eps()) return std::nullopt;
+    return FusedMlpLayer{pre_norm.weight(), pre_norm.eps(), gate_, up_, down_, kernels::GluActivation::kGeluApprox,
+                         post_norm.weight()};
+  }
   void collect(std::vector<mlx::core::array>& out) const;
 
  private:

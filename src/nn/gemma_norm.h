@@ -1,4 +1,5 @@
-// Gemma's RMSNorm (mlx_lm/models/gemma3_text.py RMSNorm): mx.fast.rms_norm(x, 1.0 + weight, eps).
+// Gemma's RMSNorm (mlx_lm/models/gemma3_text.py RMSNorm): mx.fast.rms_norm(x, 1.0 + weight, eps)
+// (fast mode: one primitive of ours).
 // The stored weight is an offset from one.
 #pragma once
 
@@ -7,6 +8,7 @@
 
 #include <mlx/array.h>
 
+#include "kernels/ops.h"
 #include "nn/load_context.h"
 
 namespace mlxcpp {
@@ -21,9 +23,11 @@ class GemmaRMSNorm {
   float eps() const { return eps_; }
 
  private:
-  GemmaRMSNorm(mlx::core::array scale, float eps) : scale_(std::move(scale)), eps_(eps) {}
+  GemmaRMSNorm(mlx::core::array scale, float eps, kernels::FastPath fast)
+      : scale_(std::move(scale)), eps_(eps), fast_(std::move(fast)) {}
   mlx::core::array scale_;  // 1 + weight, in the weight's dtype
   float eps_;
+  kernels::FastPath fast_;  // our one-primitive norm in fast mode
 };
 
 }  // namespace mlxcpp

@@ -5,6 +5,7 @@
 
 #include <mlx/array.h>
 
+#include "nn/fused_attention.h"
 #include "nn/linear.h"
 #include "nn/norm.h"
 
@@ -19,6 +20,10 @@ class SwiGLUMLP {
   mlx::core::array operator()(const mlx::core::array& x) const;
   // h + mlp(norm(h)): one block primitive on the CPU fast path, else the stock composition.
   mlx::core::array residual(const mlx::core::array& h, const RMSNorm& norm, const kernels::FastPath& fast) const;
+  // The block h + mlp(norm(h)) as fused_decoder_stack takes it.
+  FusedMlpLayer fused_layer(const RMSNorm& norm) const {
+    return {norm.weight(), norm.eps(), gate_, up_, down_, kernels::GluActivation::kSilu};
+  }
   void collect(std::vector<mlx::core::array>& out) const;
 
  private:
