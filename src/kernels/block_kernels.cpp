@@ -102,38 +102,48 @@ void qlinear_many(const KernelContext& ctx, std::initializer_list<std::pair<QLin
 
 namespace {
 
-// One decode query row (L = 1) with each head's keys split into `splits` slices, one pool task
-// per (head, slice): a few heads alone leave threads idle or unevenly loaded (9 heads on 2
-// threads: 5 against 4), and long caches are what the time goes to. The slices' unnormalized
-// outputs merge by their maxima and sums (as flash-decoding does).
-void attention_split(const KernelContext& ctx, const AttentionShape& s, int splits, const float* q, const float* kc,
-                     const float* vc, float* out) {
+// One decode query row (L = 1): one pool task per (kv head, slice of its keys) attends all
+// the query heads of that kv head at once (VecOps::attend_group: the cache rows come from
+// memory once per kv head, not once per query head). The keys are split so that there are a
+// few tasks per thread (3 kv heads on 2 threads alone run 2 against 1); the slices'
+// unnormalized outputs merge by their maxima and sums (as flash-decoding does).
+void attention_decode(const KernelContext& ctx, const AttentionShape& s, int splits, const float* q, const float* kc,
+                      const float* vc, float* out) {
   const VecOps& v = vec_ops(ctx.isa());
   const int group = s.heads / s.kv_heads, hd = s.head_dim;
   const int pos = s.offset, first = s.window ? std::max(0, pos - *s.window + 1) : 0, span = pos - first + 1;
+  // Task t = kv_head * splits + slice owns group rows of part_out and group pairs of part.
   std::vector<float> part_out(static_cast<size_t>(s.heads) * splits * hd), part(static_cast<size_t>(s.heads) * splits * 2);
-  ctx.pool().parallel_for(s.heads * splits, [&](int task) {
-    const int h = task / splits, c = task % splits;
+  ctx.pool().parallel_for(s.kv_heads * splits, [&](int task) {
+    const int kvh = task / splits, c = task % splits;
     const int a = first + static_cast<int>(static_cast<long>(span) * c / splits);
     const int b = first + static_cast<int>(static_cast<long>(span) * (c + 1) / splits) - 1;
-    const long kv = static_cast<long>(h / group) * s.cap * hd;
-    std::vector<float> scores(static_cast<size_t>(b - a + 1));
-    v.attend(q + static_cast<long>(h) * hd, kc + kv, vc + kv, hd, a, b, s.scale, scores.data(),
-             part_out.data() + static_cast<long>(task) * hd, part.data() + 2 * task);
+    const long kv = static_cast<long>(kvh) * s.cap * hd;
+    const float* qh = q + static_cast<long>(kvh) * group * hd;
+    std::vector<float> scores(static_cast<size_t>(group) * (b - a + 1));
+    if (splits == 1) {
+      v.attend_group(qh, group, kc + kv, vc + kv, hd, a, b, s.scale, scores.data(),
+                     out + static_cast<long>(kvh) * group * hd, nullptr);
+    } else {
+      v.attend_group(qh, group, kc + kv, vc + kv, hd, a, b, s.scale, scores.data(),
+                     part_out.data() + static_cast<long>(task) * group * hd, part.data() + 2L * task * group);
+    }
   });
+  if (splits == 1) return;
   for (int h = 0; h < s.heads; ++h) {
-    const float* pm = part.data() + 2L * h * splits;
+    const int kvh = h / group, i = h % group;
+    auto slot = [&](int c) { return (static_cast<long>(kvh) * splits + c) * group + i; };
     float m = -INFINITY;
-    for (int c = 0; c < splits; ++c) m = std::max(m, pm[2 * c]);
+    for (int c = 0; c < splits; ++c) m = std::max(m, part[2 * slot(c)]);
     float* o = out + static_cast<long>(h) * hd;
     std::fill(o, o + hd, 0.f);
     float sum = 0.f;
     for (int c = 0; c < splits; ++c) {
-      const float w = std::exp(pm[2 * c] - m);
-      sum += w * pm[2 * c + 1];
-      v.axpy(w, part_out.data() + (static_cast<long>(h) * splits + c) * hd, o, hd);
+      const float w = std::exp(part[2 * slot(c)] - m);
+      sum += w * part[2 * slot(c) + 1];
+      v.axpy(w, part_out.data() + slot(c) * hd, o, hd);
     }
-    for (int i = 0; i < hd; ++i) o[i] /= sum;
+    for (int d = 0; d < hd; ++d) o[d] /= sum;
   }
 }
 
@@ -145,12 +155,13 @@ void attention(const KernelContext& ctx, const AttentionShape& s, const float* q
   const int group = s.heads / s.kv_heads;
   const int hd = s.head_dim;
   if (s.L == 1) {
-    // Slices of at least kMinKeys keys: two per head or up to ~4 tasks per thread over all heads.
-    constexpr int kMinKeys = 128;
+    // Slices of at least kMinKeys keys, up to ~4 tasks per thread over the kv heads. Too few
+    // keys to split and fewer kv heads than threads: one task per query head below.
+    constexpr int kMinKeys = 64;
     const int span = s.window ? std::min(s.offset + 1, *s.window) : s.offset + 1;
-    const int want = std::max(2, (4 * ctx.threads() + s.heads - 1) / s.heads);
-    const int splits = std::min(want, span / kMinKeys);
-    if (splits > 1) return attention_split(ctx, s, splits, q, kc, vc, out);
+    const int want = (4 * ctx.threads() + s.kv_heads - 1) / s.kv_heads;
+    const int splits = std::max(1, std::min(want, span / kMinKeys));
+    if (splits > 1 || s.kv_heads >= ctx.threads()) return attention_decode(ctx, s, splits, q, kc, vc, out);
   }
   // One task per (head, block of queries): each owns its output rows.
   constexpr int kQBlock = 16;

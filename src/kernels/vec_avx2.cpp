@@ -90,63 +90,98 @@ void weighted_rows(const float* p, const float* v, int hd, int n, float inv, flo
   for (int i = 0; i < NV; ++i) _mm256_storeu_ps(out + 8 * i, _mm256_mul_ps(acc[i], iv));
 }
 
-void attend256(const float* q, const float* k, const float* v, int hd, int first, int last, float scale, float* sc,
-               float* out, float* part) {
+// Scores of H query rows (hd apart) against four key rows: one transposing reduction per row.
+template <int H>
+inline void scores4(const float* q, const float* kr, int hd, float scale, float* sc, int n) {
+  __m256 a[H][4];
+  for (int h = 0; h < H; ++h)
+    for (int i = 0; i < 4; ++i) a[h][i] = _mm256_setzero_ps();
+  for (int c = 0; c < hd; c += 8) {
+    __m256 qv[H];
+    for (int h = 0; h < H; ++h) qv[h] = _mm256_loadu_ps(q + static_cast<long>(h) * hd + c);
+    for (int i = 0; i < 4; ++i) {
+      const __m256 kv = _mm256_loadu_ps(kr + static_cast<long>(i) * hd + c);
+      for (int h = 0; h < H; ++h) a[h][i] = _mm256_fmadd_ps(qv[h], kv, a[h][i]);
+    }
+  }
+  for (int h = 0; h < H; ++h) {
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a[h][0], a[h][1]), _mm256_hadd_ps(a[h][2], a[h][3]));
+    const __m128 r = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+    _mm_storeu_ps(sc + static_cast<long>(h) * n, _mm_mul_ps(r, _mm_set1_ps(scale)));
+  }
+}
+
+// out[hd] = inv * sum_j p[j] v[j], 64 features (8 accumulators) per pass over the rows.
+void weighted_sum(const float* p, const float* v, int hd, int n, float inv, float* out) {
+  for (int c = 0; c < hd; c += 64) {
+    switch (std::min(64, hd - c) / 8) {
+      case 8: weighted_rows<8>(p, v + c, hd, n, inv, out + c); break;
+      case 7: weighted_rows<7>(p, v + c, hd, n, inv, out + c); break;
+      case 6: weighted_rows<6>(p, v + c, hd, n, inv, out + c); break;
+      case 5: weighted_rows<5>(p, v + c, hd, n, inv, out + c); break;
+      case 4: weighted_rows<4>(p, v + c, hd, n, inv, out + c); break;
+      case 3: weighted_rows<3>(p, v + c, hd, n, inv, out + c); break;
+      case 2: weighted_rows<2>(p, v + c, hd, n, inv, out + c); break;
+      default: weighted_rows<1>(p, v + c, hd, n, inv, out + c); break;
+    }
+  }
+}
+
+// VecOps::attend_group: G query rows of one kv head. Each block of four key rows is scored
+// against every query row while it is in L1 (two rows per pass), so the cache is read from
+// memory once per kv head instead of once per query head.
+void attend_group256(const float* q, int G, const float* k, const float* v, int hd, int first, int last, float scale,
+                     float* sc, float* out, float* part) {
   const int n = last - first + 1;
   k += static_cast<long>(first) * hd;
   v += static_cast<long>(first) * hd;
-  float mx;
-  // The weights' normalization: 1 / sum here, or left to the merge of the parts.
-  auto norm = [&](float sum) {
-    if (!part) return 1.0f / sum;
-    part[0] = mx, part[1] = sum;
-    return 1.0f;
-  };
   if (hd % 8 != 0) {
-    for (int j = 0; j < n; ++j) sc[j] = dot256(q, k + static_cast<long>(j) * hd, hd) * scale;
-    const float inv = norm(softmax_numerators(sc, n, &mx));
-    std::fill(out, out + hd, 0.f);
-    for (int j = 0; j < n; ++j) axpy256(sc[j] * inv, v + static_cast<long>(j) * hd, out, hd);
-    return;
-  }
-  // Scores four keys at a time: four dot products, then one transposing reduction. The cache
-  // rows come from memory in a decode step (a layer's cache is read once per token): requested
-  // ahead, the keys kPf rows ahead and the value rows of these four keys for the pass after.
-  constexpr int kPf = 16;
-  const long bytes4 = 4L * hd * sizeof(float);
-  int j = 0;
-  for (; j + 4 <= n; j += 4) {
-    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    const float* kr = k + static_cast<long>(j) * hd;
-    if (j + kPf < n) {
-      const char* kp = reinterpret_cast<const char*>(kr + static_cast<long>(kPf) * hd);
-      for (long o = 0; o < bytes4; o += 64) _mm_prefetch(kp + o, _MM_HINT_T0);
+    for (int h = 0; h < G; ++h)
+      for (int j = 0; j < n; ++j)
+        sc[static_cast<long>(h) * n + j] = dot256(q + static_cast<long>(h) * hd, k + static_cast<long>(j) * hd, hd) * scale;
+  } else {
+    // The cache rows come from memory in a decode step (a layer's cache is read once per
+    // token): requested ahead, the keys kPf rows ahead and the value rows of these four keys
+    // for the pass after.
+    constexpr int kPf = 16;
+    const long bytes4 = 4L * hd * sizeof(float);
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+      const float* kr = k + static_cast<long>(j) * hd;
+      if (j + kPf < n) {
+        const char* kp = reinterpret_cast<const char*>(kr + static_cast<long>(kPf) * hd);
+        for (long o = 0; o < bytes4; o += 64) _mm_prefetch(kp + o, _MM_HINT_T0);
+      }
+      const char* vp = reinterpret_cast<const char*>(v + static_cast<long>(j) * hd);
+      for (long o = 0; o < bytes4; o += 64) _mm_prefetch(vp + o, _MM_HINT_T0);
+      int h = 0;
+      for (; h + 2 <= G; h += 2) scores4<2>(q + static_cast<long>(h) * hd, kr, hd, scale, sc + static_cast<long>(h) * n + j, n);
+      if (h < G) scores4<1>(q + static_cast<long>(h) * hd, kr, hd, scale, sc + static_cast<long>(h) * n + j, n);
     }
-    const char* vp = reinterpret_cast<const char*>(v + static_cast<long>(j) * hd);
-    for (long o = 0; o < bytes4; o += 64) _mm_prefetch(vp + o, _MM_HINT_T0);
-    for (int c = 0; c < hd; c += 8) {
-      const __m256 qv = _mm256_loadu_ps(q + c);
-      for (int i = 0; i < 4; ++i) a[i] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + static_cast<long>(i) * hd + c), a[i]);
-    }
-    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-    const __m128 r = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    _mm_storeu_ps(sc + j, _mm_mul_ps(r, _mm_set1_ps(scale)));
+    for (; j < n; ++j)
+      for (int h = 0; h < G; ++h)
+        sc[static_cast<long>(h) * n + j] = dot256(q + static_cast<long>(h) * hd, k + static_cast<long>(j) * hd, hd) * scale;
   }
-  for (; j < n; ++j) sc[j] = dot256(q, k + static_cast<long>(j) * hd, hd) * scale;
-  const float inv = norm(softmax_numerators(sc, n, &mx));
-  // The weighted sum of value rows, 64 features (8 accumulators) per pass.
-  for (int c = 0; c < hd; c += 64) {
-    switch (std::min(64, hd - c) / 8) {
-      case 8: weighted_rows<8>(sc, v + c, hd, n, inv, out + c); break;
-      case 7: weighted_rows<7>(sc, v + c, hd, n, inv, out + c); break;
-      case 6: weighted_rows<6>(sc, v + c, hd, n, inv, out + c); break;
-      case 5: weighted_rows<5>(sc, v + c, hd, n, inv, out + c); break;
-      case 4: weighted_rows<4>(sc, v + c, hd, n, inv, out + c); break;
-      case 3: weighted_rows<3>(sc, v + c, hd, n, inv, out + c); break;
-      case 2: weighted_rows<2>(sc, v + c, hd, n, inv, out + c); break;
-      default: weighted_rows<1>(sc, v + c, hd, n, inv, out + c); break;
+  for (int h = 0; h < G; ++h) {
+    float* p = sc + static_cast<long>(h) * n;
+    float mx;
+    const float sum = softmax_numerators(p, n, &mx);
+    // The weights' normalization: 1 / sum here, or left to the merge of the parts.
+    if (part) part[2 * h] = mx, part[2 * h + 1] = sum;
+    const float inv = part ? 1.0f : 1.0f / sum;
+    float* o = out + static_cast<long>(h) * hd;
+    if (hd % 8 == 0) {
+      weighted_sum(p, v, hd, n, inv, o);
+    } else {
+      std::fill(o, o + hd, 0.f);
+      for (int j = 0; j < n; ++j) axpy256(p[j] * inv, v + static_cast<long>(j) * hd, o, hd);
     }
   }
+}
+
+void attend256(const float* q, const float* k, const float* v, int hd, int first, int last, float scale, float* sc,
+               float* out, float* part) {
+  attend_group256(q, 1, k, v, hd, first, last, scale, sc, out, part);
 }
 
 double sum_exp256(const float* x, long n, float shift) {
@@ -198,7 +233,7 @@ void gelu_mul256(const float* g, const float* u, float* y, long n) {
 }  // namespace
 
 const VecOps& vec_ops_avx2() {
-  static const VecOps ops{dot256, axpy256, sumsq256, attend256, sum_exp256, silu_mul256, gelu_mul256};
+  static const VecOps ops{dot256, axpy256, sumsq256, attend256, attend_group256, sum_exp256, silu_mul256, gelu_mul256};
   return ops;
 }
 

@@ -15,6 +15,11 @@ struct VecOps {
   // unnormalized, sum_j exp(s_j - m) v_j, and part receives {m, sum_j exp(s_j - m)}.
   void (*attend)(const float* q, const float* k, const float* v, int hd, int first, int last, float scale,
                  float* scores, float* out, float* part);
+  // attend for G query rows of one kv head at once (q and out: G rows of hd; scores: G * (last -
+  // first + 1) floats; part: G pairs): the same values as G calls of attend, reading each key
+  // and value row once.
+  void (*attend_group)(const float* q, int G, const float* k, const float* v, int hd, int first, int last, float scale,
+                       float* scores, float* out, float* part);
   // sum(exp(x[i] - shift)) over n values, accumulated in double.
   double (*sum_exp)(const float* x, long n, float shift);
   // y = silu(g) * u (mlx-lm's swiglu) and y = gelu_approx(g) * u (the tanh form; Gemma's GeGLU).

@@ -32,6 +32,15 @@ void attend(const float* q, const float* k, const float* v, int hd, int first, i
   if (part) part[0] = mx, part[1] = sum;
 }
 
+void attend_group(const float* q, int G, const float* k, const float* v, int hd, int first, int last, float scale,
+                  float* scores, float* out, float* part) {
+  const long n = last - first + 1;
+  for (int h = 0; h < G; ++h) {
+    attend(q + static_cast<long>(h) * hd, k, v, hd, first, last, scale, scores + h * n, out + static_cast<long>(h) * hd,
+           part ? part + 2 * h : nullptr);
+  }
+}
+
 double sum_exp(const float* x, long n, float shift) {
   double s = 0;
   for (long i = 0; i < n; ++i) s += std::exp(x[i] - shift);
@@ -53,7 +62,7 @@ void gelu_mul(const float* g, const float* u, float* y, long n) {
 }  // namespace
 
 const VecOps& vec_ops_scalar() {
-  static const VecOps ops{dot, axpy, sum_squares, attend, sum_exp, silu_mul, gelu_mul};
+  static const VecOps ops{dot, axpy, sum_squares, attend, attend_group, sum_exp, silu_mul, gelu_mul};
   return ops;
 }
 

@@ -63,11 +63,15 @@ TEST(BlockKernels, RopeMatchesFastRope) {
 
 // q [L, heads, hd] against a cache [kv_heads, cap, hd] holding offset + L keys.
 // Head dims: 64 (SmolLM2), 256 (Gemma 3: several passes over the value rows), 40 (a partial
-// pass) and 20 (not a multiple of 8: the plain path). A decode row over >= 256 keys (window
-// 300 too) is split into slices over the pool and merged.
+// pass) and 20 (not a multiple of 8: the plain path). A decode row attends all query heads of
+// a kv head at once (3 per kv head: a pass of two rows and one of one; 4 of a single kv head:
+// Gemma 3 270M), its keys split into slices over the pool and merged once there are enough
+// (window 300 too); few keys and fewer kv heads than threads: one task per query head.
 TEST(BlockKernels, AttentionMatchesSdpaWithGqaCausalAndWindow) {
-  const int heads = 6, kv_heads = 2;
+  for (auto [heads, kv_heads] : std::vector<std::pair<int, int>>{{6, 2}, {4, 1}})
   for (auto [offset, L, hd] : std::vector<std::tuple<int, int, int>>{{0, 1, 64},
+                                                                      {70, 1, 64},
+                                                                      {45, 1, 256},
                                                                       {0, 9, 64},
                                                                       {20, 1, 64},
                                                                       {13, 17, 64},
@@ -98,7 +102,8 @@ TEST(BlockKernels, AttentionMatchesSdpaWithGqaCausalAndWindow) {
         AttentionShape s{heads, kv_heads, hd, cap, offset, L, scale, window};
         attention(ctx, s, qr.data<float>(), kc.data<float>(), vc.data<float>(), out.data());
         auto got = mx::transpose(from(out, {1, L, heads, hd}), {0, 2, 1, 3});
-        EXPECT_LE(max_abs_diff(got, ref), 1e-5f) << isa_name(isa) << " offset=" << offset << " L=" << L
+        EXPECT_LE(max_abs_diff(got, ref), 1e-5f) << isa_name(isa) << " heads=" << heads << "/" << kv_heads
+                                                 << " offset=" << offset << " L=" << L
                                                  << " hd=" << hd << " window=" << window.value_or(0);
       }
     }
