@@ -113,7 +113,8 @@ void attention_decode(const KernelContext& ctx, const AttentionShape& s, int spl
   const int group = s.heads / s.kv_heads, hd = s.head_dim;
   const int pos = s.offset, first = s.window ? std::max(0, pos - *s.window + 1) : 0, span = pos - first + 1;
   // Task t = kv_head * splits + slice owns group rows of part_out and group pairs of part.
-  std::vector<float> part_out(static_cast<size_t>(s.heads) * splits * hd), part(static_cast<size_t>(s.heads) * splits * 2);
+  std::vector<float> part_out(splits > 1 ? static_cast<size_t>(s.heads) * splits * hd : 0),
+      part(splits > 1 ? static_cast<size_t>(s.heads) * splits * 2 : 0);
   ctx.pool().parallel_for(s.kv_heads * splits, [&](int task) {
     const int kvh = task / splits, c = task % splits;
     const int a = first + static_cast<int>(static_cast<long>(span) * c / splits);
@@ -121,13 +122,10 @@ void attention_decode(const KernelContext& ctx, const AttentionShape& s, int spl
     const long kv = static_cast<long>(kvh) * s.cap * hd;
     const float* qh = q + static_cast<long>(kvh) * group * hd;
     std::vector<float> scores(static_cast<size_t>(group) * (b - a + 1));
-    if (splits == 1) {
-      v.attend_group(qh, group, kc + kv, vc + kv, hd, a, b, s.scale, scores.data(),
-                     out + static_cast<long>(kvh) * group * hd, nullptr);
-    } else {
-      v.attend_group(qh, group, kc + kv, vc + kv, hd, a, b, s.scale, scores.data(),
-                     part_out.data() + static_cast<long>(task) * group * hd, part.data() + 2L * task * group);
-    }
+    // One slice: the final rows; several: unnormalized parts for the merge below.
+    float* o = splits == 1 ? out + static_cast<long>(kvh) * group * hd : part_out.data() + static_cast<long>(task) * group * hd;
+    v.attend_group(qh, group, kc + kv, vc + kv, hd, a, b, s.scale, scores.data(), o,
+                   splits == 1 ? nullptr : part.data() + 2L * task * group);
   });
   if (splits == 1) return;
   for (int h = 0; h < s.heads; ++h) {

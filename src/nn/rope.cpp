@@ -86,7 +86,10 @@ Rope Rope::create(const RopeParams& p, const std::optional<JsonView>& scaling) {
   if (scaling) {
     r.type_ = scaling->has("type") ? scaling->req_string("type") : scaling->string_or("rope_type", "default");
   }
-  if (r.type_ == "default") return r;
+  if (r.type_ == "default") {
+    r.spec_ = r.build_spec();
+    return r;
+  }
   if (r.type_ == "linear") {
     r.scale_ = static_cast<float>(1.0 / scaling->req_number("factor"));
   } else if (r.type_ == "dynamic") {
@@ -101,6 +104,7 @@ Rope Rope::create(const RopeParams& p, const std::optional<JsonView>& scaling) {
                   fmt::format("'{}' is not supported (known: default, linear, dynamic, llama3, yarn)", r.type_));
   }
   if (r.freqs_) mx::eval(*r.freqs_);
+  r.spec_ = r.build_spec();
   return r;
 }
 
@@ -131,7 +135,7 @@ mx::array Rope::operator()(const mx::array& x_in, int offset) const {
   return fast::rope(x_in, p_.dims, p_.traditional, static_cast<float>(p_.base), scale_, offset);
 }
 
-std::shared_ptr<const kernels::RopeSpec> Rope::kernel_spec() const {
+std::shared_ptr<const kernels::RopeSpec> Rope::build_spec() const {
   if (type_ == "dynamic") return nullptr;
   auto spec = std::make_shared<kernels::RopeSpec>();
   spec->dims = p_.dims;

@@ -27,8 +27,9 @@ class Rope {
 
   mlx::core::array operator()(const mlx::core::array& x, int offset) const;
   const std::string& type() const { return type_; }
-  // The same rotation for our fused kernels; null where it depends on the call (dynamic NTK).
-  std::shared_ptr<const kernels::RopeSpec> kernel_spec() const;
+  // The same rotation for our fused kernels (made once, at create); null where it depends on
+  // the call (dynamic NTK).
+  const std::shared_ptr<const kernels::RopeSpec>& kernel_spec() const { return spec_; }
 
  private:
   Rope() = default;
@@ -38,6 +39,9 @@ class Rope {
   double mscale_ = 1.0;                    // yarn input scale
   double dynamic_factor_ = 1.0;            // dynamic NTK
   std::optional<mlx::core::array> freqs_;  // llama3 / yarn
+  std::shared_ptr<const kernels::RopeSpec> spec_;
+
+  std::shared_ptr<const kernels::RopeSpec> build_spec() const;
 };
 
 }  // namespace mlxcpp
