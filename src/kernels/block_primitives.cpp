@@ -182,7 +182,7 @@ void AttentionBlockPrimitive::eval_gpu(const std::vector<mx::array>&, std::vecto
 
 std::vector<mx::Shape> DecoderStackPrimitive::output_shapes(const std::vector<mx::array>& inputs) {
   std::vector<mx::Shape> shapes{inputs[0].shape()};
-  for (const auto& a : attn_) {
+  for (const auto& a : spec_->attn) {
     shapes.push_back(inputs[a.cache_first].shape());
     shapes.push_back(inputs[a.cache_first + 1].shape());
   }
@@ -192,12 +192,12 @@ std::vector<mx::Shape> DecoderStackPrimitive::output_shapes(const std::vector<mx
 void DecoderStackPrimitive::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   outputs[0].set_data(mx::allocator::malloc(outputs[0].nbytes()));
   std::vector<std::pair<bool, bool>> copies;
-  for (size_t i = 0; i < attn_.size(); ++i) {
-    copies.push_back(cache_outputs(*ctx_, attn_[i], inputs, outputs, 1 + 2 * static_cast<int>(i)));
+  for (size_t i = 0; i < spec_->attn.size(); ++i) {
+    copies.push_back(cache_outputs(*ctx_, spec_->attn[i], inputs, outputs, 1 + 2 * static_cast<int>(i)));
   }
   auto& enc = encoder_for(stream(), inputs, outputs);
-  enc.dispatch([in = weak_copies(inputs), out = weak_copies(outputs), ctx = ctx_, attn = attn_, mlp = mlp_,
-                held = held_, copies = std::move(copies)]() mutable {
+  enc.dispatch([in = weak_copies(inputs), out = weak_copies(outputs), ctx = ctx_, spec = spec_,
+                copies = std::move(copies)]() mutable {
     KernelContext::Timer timer(*ctx);
     std::vector<float> hs;
     const float* h = contiguous_f32(in[0], hs);
@@ -207,7 +207,9 @@ void DecoderStackPrimitive::eval_cpu(const std::vector<mx::array>& inputs, std::
     std::vector<float> mid(static_cast<size_t>(rows) * d);
     float* hout = out[0].data<float>();
     BlockScratch sc;
-    const BlockArrays arrays{in, *held};
+    const BlockArrays arrays{in, spec->held};
+    const auto& attn = spec->attn;
+    const auto& mlp = spec->mlp;
     for (size_t i = 0; i < attn.size(); ++i) {
       const int first = 1 + 2 * static_cast<int>(i);
       copy_caches(attn[i], in, out, first, copies[i]);

@@ -98,12 +98,19 @@ class AttentionBlockPrimitive : public mlx::core::Primitive {
 // layers (each an attention block then an MLP block), then each layer's key and value caches
 // (as AttentionBlockPrimitive's). One MLX op for a whole decoder stack: MLX's per-op dispatch
 // (~10 µs each on this CPU) and graph building leave a decode step.
+struct DecoderStackSpec {
+  std::vector<AttentionBlockSpec> attn;  // one per layer
+  std::vector<MlpBlockSpec> mlp;         // one per layer
+  std::vector<mlx::core::array> held;    // see BlockArrays
+};
+
 class DecoderStackPrimitive : public mlx::core::Primitive {
  public:
+  // The spec is shared with the dispatched work (copying dozens of layer specs per step was a
+  // few dozen allocations on the graph-building thread).
   DecoderStackPrimitive(mlx::core::Stream s, std::shared_ptr<const KernelContext> ctx,
-                        std::vector<AttentionBlockSpec> attn, std::vector<MlpBlockSpec> mlp,
-                        std::shared_ptr<const std::vector<mlx::core::array>> held)
-      : Primitive(s), ctx_(std::move(ctx)), attn_(std::move(attn)), mlp_(std::move(mlp)), held_(std::move(held)) {}
+                        std::shared_ptr<const DecoderStackSpec> spec)
+      : Primitive(s), ctx_(std::move(ctx)), spec_(std::move(spec)) {}
   void eval_cpu(const std::vector<mlx::core::array>& inputs, std::vector<mlx::core::array>& outputs) override;
   void eval_gpu(const std::vector<mlx::core::array>& inputs, std::vector<mlx::core::array>& outputs) override;
   const char* name() const override { return "MlxcppDecoderStack"; }
@@ -111,9 +118,7 @@ class DecoderStackPrimitive : public mlx::core::Primitive {
 
  private:
   std::shared_ptr<const KernelContext> ctx_;
-  std::vector<AttentionBlockSpec> attn_;  // one per layer
-  std::vector<MlpBlockSpec> mlp_;         // one per layer
-  std::shared_ptr<const std::vector<mlx::core::array>> held_;  // see BlockArrays
+  std::shared_ptr<const DecoderStackSpec> spec_;
 };
 
 }  // namespace mlxcpp::kernels

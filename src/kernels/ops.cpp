@@ -267,21 +267,19 @@ std::optional<std::vector<mx::array>> decoder_stack(const mx::array& h, const st
     if (!attention_ok(h, l.attn) || !mlp_ok(h, l.mlp)) return std::nullopt;
   }
   std::vector<mx::array> inputs{h};
-  auto held = std::make_shared<std::vector<mx::array>>();
-  Placer p{inputs, held.get()};
-  std::vector<AttentionBlockSpec> attn;
-  std::vector<MlpBlockSpec> mlp;
+  auto spec = std::make_shared<DecoderStackSpec>();
+  Placer p{inputs, &spec->held};
   std::vector<mx::Shape> shapes{h.shape()};
   for (const auto& l : layers) {
-    attn.push_back(add_attention(p, h, l.attn));
-    mlp.push_back(add_mlp(p, l.mlp));
+    spec->attn.push_back(add_attention(p, h, l.attn));
+    spec->mlp.push_back(add_mlp(p, l.mlp));
     shapes.push_back(l.attn.k_cache.shape());
     shapes.push_back(l.attn.v_cache.shape());
   }
   std::vector<mx::Dtype> dtypes(shapes.size(), mx::float32);
   auto s = mx::default_stream(mx::Device::cpu);
   return mx::array::make_arrays(std::move(shapes), dtypes,
-                                std::make_shared<DecoderStackPrimitive>(s, fast, std::move(attn), std::move(mlp), std::move(held)),
+                                std::make_shared<DecoderStackPrimitive>(s, fast, std::move(spec)),
                                 std::move(inputs));
 }
 
