@@ -53,9 +53,10 @@ void BM_QMatmul(benchmark::State& state) {
 
 // {m, n, k, bits, isa (1 avx2, 2 avx512), threads}: decode GEMV on an L2-resident matrix
 // (256 rows: the kernel's arithmetic), an L3-resident one (gate/up), on lm_head and on 4x lm_head (larger than L3: streamed from memory, as a whole
-// decode step is), and a prefill GEMM.
+// decode step is), a batch of 8 decoding sequences and a prefill GEMM.
 BENCHMARK(BM_QMatmul)
     ->ArgsProduct({{1}, {256, 1536, 49152, 196608}, {576}, {4, 8}, {1, 2}, {1, 2}})
+    ->ArgsProduct({{2, 4, 8}, {1536, 49152}, {576}, {4, 8}, {1, 2}, {2}})
     ->ArgsProduct({{128}, {1536}, {576}, {4}, {1, 2}, {1, 2}})
     ->Unit(benchmark::kMicrosecond);
 

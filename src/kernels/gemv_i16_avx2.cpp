@@ -98,18 +98,34 @@ inline void unpack32_16(const uint8_t* p, __m256i& a, __m256i& b) {
   b = _mm256_srli_epi16(_mm256_mullo_epi16(b, _mm256_load_si256(reinterpret_cast<const __m256i*>(sp.mul[1]))), 16 - BITS);
 }
 
-// NR rows from row n, group size G at compile time. Per row, the scales of 8 groups are loaded
-// (and converted) once and each group's scale is picked from them by one lane permute (a scalar
-// load, conversion and broadcast per group and row cost ~25% of the 4-bit GEMV).
+// 32 weights of a row from element k as 16-bit lanes matching the x layout (x0, x1).
+template <int BITS>
+inline void decode32(const uint8_t* row, int k, __m256i& w0, __m256i& w1) {
+  if constexpr (BITS == 4) {
+    const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k / 2)));
+    w0 = _mm256_and_si256(v, _mm256_set1_epi16(0x0F));
+    w1 = _mm256_srli_epi16(v, 4);
+  } else if constexpr (BITS == 5 || BITS == 6) {
+    unpack32_16<BITS>(row + k / 32 * (4 * BITS), w0, w1);
+  } else {
+    w0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k)));
+    w1 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k + 16)));
+  }
+}
+
+// One row of x against rows [n, n + NR) (decode at batch 1: a separate kernel because, as a
+// case of gemv_i16_block below, it ran ~10% slower on L2-resident rows). Per row, the scales of
+// 8 groups are loaded (and converted) once and each group's scale is picked from them by one
+// lane permute (a scalar load, conversion and broadcast per group and row cost ~25% of the
+// 4-bit GEMV).
 template <int BITS, ScaleType ST, int NR, int G>
-void gemv_i16_block(const int16_t* xq, const float* xsum, float xd, const QMatrixView& q, int n, float* out) {
+void gemv_i16_row(const int16_t* xq, const float* xsum, float xd, const QMatrixView& q, int n, float* out) {
   const int groups = q.k / G;
   const long row_bytes = static_cast<long>(q.k) * BITS / 8;
   const auto* base = reinterpret_cast<const uint8_t*>(q.w);
   simd::NextBlockPrefetch<NR, 4 * BITS> pf(q, row_bytes, n);
   const uint8_t* row[NR];
   for (int r = 0; r < NR; ++r) row[r] = base + static_cast<long>(n + r) * row_bytes;
-  const __m256i low4 = _mm256_set1_epi16(0x0F);
   __m256 acc[NR];
   for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
   auto group = [&](int g, __m256i s[NR]) {
@@ -119,21 +135,9 @@ void gemv_i16_block(const int16_t* xq, const float* xsum, float xd, const QMatri
       const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k));
       const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k + 16));
       for (int r = 0; r < NR; ++r) {
-        __m256i p;
-        if constexpr (BITS == 4) {
-          const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[r] + k / 2)));
-          p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(v, low4), x0),
-                               _mm256_madd_epi16(_mm256_srli_epi16(v, 4), x1));
-        } else if constexpr (BITS == 5 || BITS == 6) {
-          __m256i w0, w1;
-          unpack32_16<BITS>(row[r] + k / 32 * (4 * BITS), w0, w1);
-          p = _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
-        } else {
-          const __m256i w0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[r] + k)));
-          const __m256i w1 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[r] + k + 16)));
-          p = _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
-        }
-        s[r] = _mm256_add_epi32(s[r], p);
+        __m256i w0, w1;
+        decode32<BITS>(row[r], k, w0, w1);
+        s[r] = _mm256_add_epi32(s[r], _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1)));
       }
     }
   };
@@ -163,18 +167,113 @@ void gemv_i16_block(const int16_t* xq, const float* xsum, float xd, const QMatri
   }
 }
 
+// Rows [n, n + NR) of W against x rows [m0, m0 + MB), group size G at compile time: the packed
+// weights are decoded once per step for all MB rows of x; scales as in gemv_i16_row.
+// PREFETCH: the first pass over these rows requests the next block (later passes find them
+// in L1). Not inlined (inlined into rows_block with its other variants it ran ~12% slower).
+template <int BITS, ScaleType ST, int MB, int NR, int G, bool PREFETCH>
+[[gnu::noinline]] void gemv_i16_block(const QInput& in, int m0, const QMatrixView& q, int n, float* out, int ldo) {
+  const int groups = q.k / G;
+  const long row_bytes = static_cast<long>(q.k) * BITS / 8;
+  const auto* base = reinterpret_cast<const uint8_t*>(q.w);
+  simd::NextBlockPrefetch<NR, 4 * BITS> pf(q, row_bytes, n, PREFETCH ? simd::Prefetch::kSpread : simd::Prefetch::kNone);
+  const uint8_t* row[NR];
+  for (int r = 0; r < NR; ++r) row[r] = base + static_cast<long>(n + r) * row_bytes;
+  const int16_t* xq = in.xq + static_cast<long>(m0) * q.k;
+  __m256 acc[MB][NR];
+  for (int mm = 0; mm < MB; ++mm)
+    for (int r = 0; r < NR; ++r) acc[mm][r] = _mm256_setzero_ps();
+  auto group = [&](int g, __m256i s[MB][NR]) {
+    for (int mm = 0; mm < MB; ++mm)
+      for (int r = 0; r < NR; ++r) s[mm][r] = _mm256_setzero_si256();
+    for (int k = g * G; k < (g + 1) * G; k += 32) {
+      if constexpr (PREFETCH) pf.step();
+      // Each row's weights decoded right before their products (16 registers); x loaded once
+      // per step for one or two rows of x, per use for more.
+      constexpr bool kHoist = MB <= 2;
+      __m256i xh[kHoist ? MB : 1][2];
+      auto xload = [&](int mm, int half) {
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + static_cast<long>(mm) * q.k + k + 16 * half));
+      };
+      if constexpr (kHoist)
+        for (int mm = 0; mm < MB; ++mm) xh[mm][0] = xload(mm, 0), xh[mm][1] = xload(mm, 1);
+      for (int r = 0; r < NR; ++r) {
+        __m256i w0, w1;
+        decode32<BITS>(row[r], k, w0, w1);
+        for (int mm = 0; mm < MB; ++mm) {
+          const __m256i x0 = kHoist ? xh[mm][0] : xload(mm, 0), x1 = kHoist ? xh[mm][1] : xload(mm, 1);
+          s[mm][r] = _mm256_add_epi32(s[mm][r], _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1)));
+        }
+      }
+    }
+  };
+  int g = 0;
+  for (; g + 8 <= groups; g += 8) {
+    __m256 sc[NR];
+    for (int r = 0; r < NR; ++r) sc[r] = Avx2::load_scales<ST>(q.scales, static_cast<long>(n + r) * groups + g);
+    for (int j = 0; j < 8; ++j) {
+      __m256i s[MB][NR];
+      group(g + j, s);
+      const __m256i idx = _mm256_set1_epi32(j);
+      for (int r = 0; r < NR; ++r) {
+        const __m256 scv = _mm256_permutevar8x32_ps(sc[r], idx);
+        for (int mm = 0; mm < MB; ++mm) acc[mm][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[mm][r]), scv, acc[mm][r]);
+      }
+    }
+  }
+  for (; g < groups; ++g) {
+    __m256i s[MB][NR];
+    group(g, s);
+    for (int r = 0; r < NR; ++r) {
+      const __m256 scv = _mm256_set1_ps(load_scale<ST, Avx2>(q.scales, static_cast<long>(n + r) * groups + g));
+      for (int mm = 0; mm < MB; ++mm) acc[mm][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[mm][r]), scv, acc[mm][r]);
+    }
+  }
+  for (int mm = 0; mm < MB; ++mm)
+    for (int r = 0; r < NR; ++r)
+      out[static_cast<long>(m0 + mm) * ldo + n + r] =
+          in.xd[m0 + mm] * Avx2::reduce(acc[mm][r]) +
+          simd::dot_scales<Avx2, ST>(q.biases, static_cast<long>(n + r) * groups,
+                                     in.xsum + static_cast<long>(m0 + mm) * groups, groups);
+}
+
+// W rows per block for MB rows of x (16 registers).
+constexpr int rows_for(int mb) { return mb == 1 ? 4 : mb == 2 ? 2 : 1; }
+
+// Rows [n, n + count) (count 4, or 1 at the end) against every row of x, MB in {4, 2, 1} rows
+// of x at a time; the block's weights come from memory once.
+template <int BITS, ScaleType ST, int G>
+void rows_block(const QInput& in, const QMatrixView& q, int n, int count, float* out, int ldo) {
+  bool first = true;
+  for (int m0 = 0; m0 < in.m;) {
+    const int left = in.m - m0, mb = left >= 4 ? 4 : left >= 2 ? 2 : 1;
+    auto run = [&]<int MB>() {
+      constexpr int NR = rows_for(MB);
+      auto block = [&]<int R, bool PF>() {
+        for (int r = 0; r < count; r += R) gemv_i16_block<BITS, ST, MB, R, G, PF>(in, m0, q, n + r, out, ldo);
+      };
+      if (count == 1) first ? block.template operator()<1, true>() : block.template operator()<1, false>();
+      else first ? block.template operator()<NR, true>() : block.template operator()<NR, false>();
+    };
+    if (mb == 4) run.template operator()<4>();
+    else if (mb == 2) run.template operator()<2>();
+    else run.template operator()<1>();
+    m0 += mb;
+    first = false;
+  }
+}
+
 template <int BITS, ScaleType ST, int G>
 void rows_i16(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, int ldo) {
-  const int groups = q.k / q.group;
-  for (int mm = 0; mm < in.m; ++mm) {
-    const int16_t* xq = in.xq + static_cast<long>(mm) * q.k;
-    const float* xs = in.xsum + static_cast<long>(mm) * groups;
-    float* o = out + static_cast<long>(mm) * ldo;
-    simd::prefetch_rows(q, static_cast<long>(q.k) * BITS / 8, n0, n0 + 4);  // the first block
-    int n = n0;
-    for (; n + 4 <= n1; n += 4) gemv_i16_block<BITS, ST, 4, G>(xq, xs, in.xd[mm], q, n, o);
-    for (; n < n1; ++n) gemv_i16_block<BITS, ST, 1, G>(xq, xs, in.xd[mm], q, n, o);
+  simd::prefetch_rows(q, static_cast<long>(q.k) * BITS / 8, n0, n0 + 4);  // the first block
+  int n = n0;
+  if (in.m == 1) {
+    for (; n + 4 <= n1; n += 4) gemv_i16_row<BITS, ST, 4, G>(in.xq, in.xsum, in.xd[0], q, n, out);
+    for (; n < n1; ++n) gemv_i16_row<BITS, ST, 1, G>(in.xq, in.xsum, in.xd[0], q, n, out);
+    return;
   }
+  for (; n + 4 <= n1; n += 4) rows_block<BITS, ST, G>(in, q, n, 4, out, ldo);
+  for (; n < n1; ++n) rows_block<BITS, ST, G>(in, q, n, 1, out, ldo);
 }
 
 template <int BITS, ScaleType ST>

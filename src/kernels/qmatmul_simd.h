@@ -67,14 +67,16 @@ inline void prefetch_rows(const QMatrixView& q, long row_bytes, int r0, int r1, 
 
 // The spread prefetch of the block after rows [n, n + NR): step() once per k step of
 // kStepBytes bytes per row (NR * kStepBytes bytes of the next block each time).
+enum class Prefetch { kSpread, kOnce, kNone };
 template <int NR, int kStepBytes>
 class NextBlockPrefetch {
  public:
-  // spread = false: the whole next block at once here (step() is then not called).
-  NextBlockPrefetch(const QMatrixView& q, long row_bytes, int n, bool spread = true)
+  // kOnce: the whole next block at once here; kNone: nothing (a later pass over rows already
+  // requested). step() only with kSpread.
+  NextBlockPrefetch(const QMatrixView& q, long row_bytes, int n, Prefetch mode = Prefetch::kSpread)
       : p_(reinterpret_cast<const uint8_t*>(q.w) + static_cast<long>(n + NR) * row_bytes),
         end_(reinterpret_cast<const uint8_t*>(q.w) + static_cast<long>(q.n) * row_bytes) {
-    prefetch_rows(q, row_bytes, n + NR, n + 2 * NR, !spread);
+    if (mode != Prefetch::kNone) prefetch_rows(q, row_bytes, n + NR, n + 2 * NR, mode == Prefetch::kOnce);
   }
   void step() {
     constexpr int kBytes = NR * kStepBytes;
@@ -101,7 +103,7 @@ inline void block_gs(const QInput& in, const QMatrixView& q, int n, float* out, 
   const long row_bytes = static_cast<long>(q.k) * BITS / 8;
   const auto* base = reinterpret_cast<const uint8_t*>(q.w);
   // A GEMM tile is swept once per block of x rows from L2: the next block, once, up front.
-  NextBlockPrefetch<NR, kStep * BITS / 8> pf(q, row_bytes, n, MB == 1);
+  NextBlockPrefetch<NR, kStep * BITS / 8> pf(q, row_bytes, n, MB == 1 ? Prefetch::kSpread : Prefetch::kOnce);
   vec acc[MB][NR];
   for (int mm = 0; mm < MB; ++mm)
     for (int r = 0; r < NR; ++r) acc[mm][r] = V::zero();

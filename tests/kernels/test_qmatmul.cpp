@@ -50,10 +50,11 @@ class QMatmul : public ::testing::TestWithParam<Param> {};
 TEST_P(QMatmul, EveryIsaMatchesStockMlx) {
   auto [bits, group] = GetParam();
   // Odd sizes: N not a multiple of 8 or of the task split, K a few groups (not a multiple of 8 or 2
-  // blocks of 32), M across GEMV/GEMM.
+  // blocks of 32), M across GEMV/GEMM (the integer GEMV takes x rows 4, 2 and 1 at a time: 7 is
+  // all three).
   for (auto [m, n, k] : std::vector<std::tuple<int, int, int>>{
            {1, 1, 128}, {1, 67, 384}, {3, 130, 640}, {8, 256, 256}, {33, 77, 512}, {5, 1000, 128},
-           {2, 21, 576}, {1, 9, 160}}) {
+           {2, 21, 576}, {1, 9, 160}, {7, 45, 192}, {9, 20, 128}}) {
     if (k % group != 0) continue;
     auto q = make(m, n, k, bits, group, 1000 * bits + group + m + n);
     // Scales/biases stored as float32, float16 and bfloat16 (16-bit ones read in place); the
