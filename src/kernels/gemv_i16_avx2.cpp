@@ -113,11 +113,31 @@ inline void decode32(const uint8_t* row, int k, __m256i& w0, __m256i& w1) {
   }
 }
 
+// Runs group(g) for every group g of rows [n, n + NR), then apply(r, scale) with the scale of
+// group g of row n + r broadcast to a vector. Per row the scales of 8 groups are loaded (and
+// converted) once and each group's is picked by one lane permute (a scalar load, conversion and
+// broadcast per group and row cost ~25% of the 4-bit GEMV).
+template <ScaleType ST, int NR, class Group, class Apply>
+inline void for_each_scaled_group(const QMatrixView& q, int n, int groups, Group&& group, Apply&& apply) {
+  int g = 0;
+  for (; g + 8 <= groups; g += 8) {
+    __m256 sc[NR];
+    for (int r = 0; r < NR; ++r) sc[r] = Avx2::load_scales<ST>(q.scales, static_cast<long>(n + r) * groups + g);
+    for (int j = 0; j < 8; ++j) {
+      group(g + j);
+      const __m256i idx = _mm256_set1_epi32(j);
+      for (int r = 0; r < NR; ++r) apply(r, _mm256_permutevar8x32_ps(sc[r], idx));
+    }
+  }
+  for (; g < groups; ++g) {
+    group(g);
+    for (int r = 0; r < NR; ++r)
+      apply(r, _mm256_set1_ps(load_scale<ST, Avx2>(q.scales, static_cast<long>(n + r) * groups + g)));
+  }
+}
+
 // One row of x against rows [n, n + NR) (decode at batch 1: a separate kernel because, as a
-// case of gemv_i16_block below, it ran ~10% slower on L2-resident rows). Per row, the scales of
-// 8 groups are loaded (and converted) once and each group's scale is picked from them by one
-// lane permute (a scalar load, conversion and broadcast per group and row cost ~25% of the
-// 4-bit GEMV).
+// case of gemv_i16_block below, it ran ~10% slower on L2-resident rows).
 template <int BITS, ScaleType ST, int NR, int G>
 void gemv_i16_row(const int16_t* xq, const float* xsum, float xd, const QMatrixView& q, int n, float* out) {
   const int groups = q.k / G;
@@ -128,7 +148,8 @@ void gemv_i16_row(const int16_t* xq, const float* xsum, float xd, const QMatrixV
   for (int r = 0; r < NR; ++r) row[r] = base + static_cast<long>(n + r) * row_bytes;
   __m256 acc[NR];
   for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
-  auto group = [&](int g, __m256i s[NR]) {
+  __m256i s[NR];
+  auto group = [&](int g) {
     for (int r = 0; r < NR; ++r) s[r] = _mm256_setzero_si256();
     for (int k = g * G; k < (g + 1) * G; k += 32) {
       pf.step();
@@ -141,26 +162,9 @@ void gemv_i16_row(const int16_t* xq, const float* xsum, float xd, const QMatrixV
       }
     }
   };
-  int g = 0;
-  for (; g + 8 <= groups; g += 8) {
-    __m256 sc[NR];
-    for (int r = 0; r < NR; ++r) sc[r] = Avx2::load_scales<ST>(q.scales, static_cast<long>(n + r) * groups + g);
-    for (int j = 0; j < 8; ++j) {
-      __m256i s[NR];
-      group(g + j, s);
-      const __m256i idx = _mm256_set1_epi32(j);
-      for (int r = 0; r < NR; ++r)
-        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_permutevar8x32_ps(sc[r], idx), acc[r]);
-    }
-  }
-  for (; g < groups; ++g) {
-    __m256i s[NR];
-    group(g, s);
-    for (int r = 0; r < NR; ++r) {
-      const float sc = load_scale<ST, Avx2>(q.scales, static_cast<long>(n + r) * groups + g);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_set1_ps(sc), acc[r]);
-    }
-  }
+  for_each_scaled_group<ST, NR>(q, n, groups, group, [&](int r, __m256 scv) {
+    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), scv, acc[r]);
+  });
   for (int r = 0; r < NR; ++r) {
     out[n + r] = xd * Avx2::reduce(acc[r]) +
                  simd::dot_scales<Avx2, ST>(q.biases, static_cast<long>(n + r) * groups, xsum, groups);
@@ -168,7 +172,7 @@ void gemv_i16_row(const int16_t* xq, const float* xsum, float xd, const QMatrixV
 }
 
 // Rows [n, n + NR) of W against x rows [m0, m0 + MB), group size G at compile time: the packed
-// weights are decoded once per step for all MB rows of x; scales as in gemv_i16_row.
+// weights are decoded once per step for all MB rows of x.
 // PREFETCH: the first pass over these rows requests the next block (later passes find them
 // in L1). Not inlined (inlined into rows_block with its other variants it ran ~12% slower).
 template <int BITS, ScaleType ST, int MB, int NR, int G, bool PREFETCH>
@@ -183,7 +187,8 @@ template <int BITS, ScaleType ST, int MB, int NR, int G, bool PREFETCH>
   __m256 acc[MB][NR];
   for (int mm = 0; mm < MB; ++mm)
     for (int r = 0; r < NR; ++r) acc[mm][r] = _mm256_setzero_ps();
-  auto group = [&](int g, __m256i s[MB][NR]) {
+  __m256i s[MB][NR];
+  auto group = [&](int g) {
     for (int mm = 0; mm < MB; ++mm)
       for (int r = 0; r < NR; ++r) s[mm][r] = _mm256_setzero_si256();
     for (int k = g * G; k < (g + 1) * G; k += 32) {
@@ -207,28 +212,9 @@ template <int BITS, ScaleType ST, int MB, int NR, int G, bool PREFETCH>
       }
     }
   };
-  int g = 0;
-  for (; g + 8 <= groups; g += 8) {
-    __m256 sc[NR];
-    for (int r = 0; r < NR; ++r) sc[r] = Avx2::load_scales<ST>(q.scales, static_cast<long>(n + r) * groups + g);
-    for (int j = 0; j < 8; ++j) {
-      __m256i s[MB][NR];
-      group(g + j, s);
-      const __m256i idx = _mm256_set1_epi32(j);
-      for (int r = 0; r < NR; ++r) {
-        const __m256 scv = _mm256_permutevar8x32_ps(sc[r], idx);
-        for (int mm = 0; mm < MB; ++mm) acc[mm][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[mm][r]), scv, acc[mm][r]);
-      }
-    }
-  }
-  for (; g < groups; ++g) {
-    __m256i s[MB][NR];
-    group(g, s);
-    for (int r = 0; r < NR; ++r) {
-      const __m256 scv = _mm256_set1_ps(load_scale<ST, Avx2>(q.scales, static_cast<long>(n + r) * groups + g));
-      for (int mm = 0; mm < MB; ++mm) acc[mm][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[mm][r]), scv, acc[mm][r]);
-    }
-  }
+  for_each_scaled_group<ST, NR>(q, n, groups, group, [&](int r, __m256 scv) {
+    for (int mm = 0; mm < MB; ++mm) acc[mm][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[mm][r]), scv, acc[mm][r]);
+  });
   for (int mm = 0; mm < MB; ++mm)
     for (int r = 0; r < NR; ++r)
       out[static_cast<long>(m0 + mm) * ldo + n + r] =
