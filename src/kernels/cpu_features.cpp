@@ -28,6 +28,14 @@ bool isa_supported(Isa isa) {
 #endif
 }
 
+bool has_avx512_vnni() {
+#if defined(__x86_64__)
+  return isa_supported(Isa::kAvx512) && __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
+
 Isa best_isa() {
   if (isa_supported(Isa::kAvx512)) return Isa::kAvx512;
   if (isa_supported(Isa::kAvx2)) return Isa::kAvx2;

@@ -23,6 +23,7 @@ namespace {
 QKernel pick(Isa isa, int bits, ScaleType st, int m, bool int_dot) {
   QKernel k;
   if (int_dot && isa != Isa::kScalar && m <= kI16MaxRows) k = qmatmul_kernel_avx2_i16(bits, st);
+  if (int_dot && isa == Isa::kAvx512 && m > kI16MaxRows && has_avx512_vnni()) k = qmatmul_kernel_avx512_i16(bits, st);
   if (k.rows) return k;
   if (isa == Isa::kAvx512) k = qmatmul_kernel_avx512(bits, st);
   if (!k.rows && isa != Isa::kScalar) k = qmatmul_kernel_avx2(bits, st);
@@ -56,6 +57,12 @@ void prepare(const QKernel& kern, const float* x, int m, int k, int group, std::
 }
 
 }  // namespace
+
+bool qmatmul_int16(const KernelContext& ctx, int bits, int m, bool* group_steps) {
+  const QKernel k = pick(ctx.isa(), bits, ScaleType::kF32, m, ctx.int_dot());
+  if (group_steps) *group_steps = k.group_steps;
+  return k.quantize != nullptr;
+}
 
 void qmatmul(const KernelContext& ctx, const float* x, int m, const QMatrixView& q, float* out) {
   const QJob job{q, x, m, out};
@@ -91,20 +98,38 @@ void qmatmul_many(const KernelContext& ctx, const QJob* jobs, int count) {
     } else if (p.kern.quantize) {
       const int m = jobs[j].m, groups = q.k / q.group;
       p.xs.resize(static_cast<size_t>(m) * groups);
-      p.xd.resize(m);
+      const int steps = p.kern.group_steps ? groups : 1;
+      p.xd.resize(static_cast<size_t>(m) * steps);
       p.xq.resize(static_cast<size_t>(m) * q.k);
-      for (int r = 0; r < m; ++r) {
+      auto quantize = [&](int r) {
         p.kern.quantize(jobs[j].x + static_cast<long>(r) * q.k, q.k, q.group, p.xq.data() + static_cast<long>(r) * q.k,
-                        p.xd.data() + r, p.xs.data() + static_cast<long>(r) * groups);
+                        p.xd.data() + static_cast<long>(r) * steps, p.xs.data() + static_cast<long>(r) * groups);
+      };
+      // A prompt's rows are quantized on the pool (a few hundred rows are a visible share of a
+      // prefill GEMM done by one thread).
+      if (m > kI16MaxRows && threads > 1) {
+        const int per = (m + threads * 4 - 1) / (threads * 4);
+        ctx.pool().parallel_for((m + per - 1) / per, [&](int t) {
+          for (int r = t * per; r < std::min(m, (t + 1) * per); ++r) quantize(r);
+        });
+      } else {
+        for (int r = 0; r < m; ++r) quantize(r);
       }
       p.in = QInput{jobs[j].x, p.xs.data(), m, p.xq.data(), p.xd.data()};
     } else {
       prepare(p.kern, jobs[j].x, jobs[j].m, q.k, q.group, p.xp, p.xs);
       p.in = QInput{p.kern.x_block > 0 ? p.xp.data() : jobs[j].x, p.kern.xsum ? p.xs.data() : nullptr, jobs[j].m};
     }
-    // A few tasks per thread balance uneven finishing; rows stay multiples of 4.
-    int rows = (q.n + threads * 4 - 1) / (threads * 4);
-    p.rows_per_task = std::max(16, (rows + 3) / 4 * 4);
+    // A few tasks per thread balance uneven finishing; rows stay multiples of 4 (of the
+    // kernel's column block where larger: then at least threads * 4 tasks where there are
+    // enough blocks, so that 2 threads split e.g. 20 blocks 10 / 10 rather than 12 / 8).
+    if (p.kern.n_align > 4) {
+      const int a = p.kern.n_align, blocks = (q.n + a - 1) / a;
+      p.rows_per_task = std::max(1, blocks / (threads * 4)) * a;
+    } else {
+      int rows = (q.n + threads * 4 - 1) / (threads * 4);
+      p.rows_per_task = std::max(16, (rows + 3) / 4 * 4);
+    }
     p.first_task = tasks;
     tasks += (q.n + p.rows_per_task - 1) / p.rows_per_task;
     work += static_cast<long>(jobs[j].m) * q.n * q.k;

@@ -27,8 +27,9 @@ struct QMatrixView {
 // the order of low and high nibbles in packed bytes), and xsum holds sum(x) per quantization
 // group ([m, k / group]) so biases cost one multiply per group instead of one per weight.
 // With QKernel::quantize the kernel reads xq instead of x: each row of x as int16 levels
-// (x ≈ xq * xd[row], |xq| <= 32767: about 4-5 significant digits of the row's largest value)
-// so that products are exact integer dot products (vpmaddwd).
+// (x ≈ xq * xd[row], |xq| <= 32767: about 4-5 significant digits of the row's largest value;
+// with QKernel::group_steps xd[row, group], of each group's largest value) so that products
+// are exact integer dot products (vpmaddwd, vpdpwssd).
 struct QInput {
   const float* x;
   const float* xsum;
@@ -49,6 +50,11 @@ struct QKernel {
   bool xsum = false;
   // Integer-dot kernels (int16 activations) read QInput::xq/xd, which this fills per row.
   QQuantizeFn quantize = nullptr;
+  // Row ranges handed to rows() start at multiples of this (the kernel's column block).
+  int n_align = 4;
+  // quantize() writes one step per quantization group (QInput::xd is [m, k / group]) instead
+  // of one per row.
+  bool group_steps = false;
 };
 
 // Per-ISA kernels (rows == nullptr where an ISA has no path for these bits; scalar has all).
@@ -58,12 +64,19 @@ QKernel qmatmul_kernel_avx512(int bits, ScaleType st);
 // Integer-dot GEMV for a few rows of x (decode, a batch of decoding sequences): int16
 // activations, 4/5/6/8-bit weights, each block of weight rows decoded once for all rows of x.
 QKernel qmatmul_kernel_avx2_i16(int bits, ScaleType st);
+// Integer-dot GEMM for more rows (prefill) on AVX-512 with VNNI: 2..8-bit weights (not 7),
+// int16 activations with a step per quantization group.
+QKernel qmatmul_kernel_avx512_i16(int bits, ScaleType st);
 // At most this many x rows take the integer-dot GEMV; more take the float GEMM (at 8 rows the
 // GEMV still beats dequantizing tiles: 49152 x 576, 2 threads, 8-bit 3.1-3.7 vs 4.5-5.2 ms).
 inline constexpr int kI16MaxRows = 8;
 
 // Row n of the matrix dequantized (scale * q + bias per value, MLX's dequantize) into out[k].
 void dequantize_row(const QMatrixView& q, long n, float* out);
+
+// Whether the kernel qmatmul picks for m rows of x on this context rounds x to int16 levels
+// for integer dot products (see QInput); group_steps: with a step per quantization group.
+bool qmatmul_int16(const KernelContext& ctx, int bits, int m, bool* group_steps = nullptr);
 
 // Whether our kernels handle this layout (bits 2..8 except 7, group 32/64/128).
 bool qmatmul_supported(int bits, int group);

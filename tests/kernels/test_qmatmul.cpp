@@ -54,7 +54,7 @@ TEST_P(QMatmul, EveryIsaMatchesStockMlx) {
   // all three).
   for (auto [m, n, k] : std::vector<std::tuple<int, int, int>>{
            {1, 1, 128}, {1, 67, 384}, {3, 130, 640}, {8, 256, 256}, {33, 77, 512}, {5, 1000, 128},
-           {2, 21, 576}, {1, 9, 160}, {7, 45, 192}, {9, 20, 128}}) {
+           {2, 21, 576}, {1, 9, 160}, {7, 45, 192}, {9, 20, 128}, {64, 200, 256}}) {
     if (k % group != 0) continue;
     auto q = make(m, n, k, bits, group, 1000 * bits + group + m + n);
     // Scales/biases stored as float32, float16 and bfloat16 (16-bit ones read in place); the
@@ -66,10 +66,14 @@ TEST_P(QMatmul, EveryIsaMatchesStockMlx) {
       auto ref = mx::quantized_matmul(q.x, q.w, s32, b32, true, group, bits);
       // The integer-dot GEMV rounds x to int16 levels of step d = max|x| / 32767 (per row):
       // each product is off by at most |w| * d / 2, so |got - ref| <= d / 2 * sum_k |w[n, k]|.
+      // The GEMM's step is per group g (max over the group): <= sum_g d_g / 2 * sum_g |w[n, k]|.
       auto d = mx::divide(mx::max(mx::abs(q.x), -1, true), mx::array(32767.f));
-      auto wsum = mx::sum(mx::abs(mx::dequantize(q.w, s32, b32, group, bits)), -1);
-      auto i16_bound = mx::multiply(mx::multiply(d, mx::array(0.5f)), mx::expand_dims(wsum, 0));  // [m, n]
-      mx::eval({ref, s, b, i16_bound});
+      auto wabs = mx::abs(mx::dequantize(q.w, s32, b32, group, bits));
+      auto i16_bound = mx::multiply(mx::multiply(d, mx::array(0.5f)), mx::expand_dims(mx::sum(wabs, -1), 0));  // [m, n]
+      auto dg = mx::divide(mx::max(mx::abs(mx::reshape(q.x, {m, k / group, group})), -1), mx::array(32767.f));
+      auto wg = mx::sum(mx::reshape(wabs, {n, k / group, group}), -1);
+      auto group_bound = mx::matmul(mx::multiply(dg, mx::array(0.5f)), mx::transpose(wg));  // [m, n]
+      mx::eval({ref, s, b, i16_bound, group_bound});
       const float scale = std::max(mx::max(mx::abs(ref)).item<float>(), 1e-6f);
       for (Isa isa : isas()) {
         for (int threads : {1, 2}) {
@@ -79,9 +83,11 @@ TEST_P(QMatmul, EveryIsaMatchesStockMlx) {
             QMatrixView view{q.w.data<uint32_t>(), s.data<void>(), b.data<void>(), n, k, bits, group, stype};
             qmatmul(ctx, q.x.data<float>(), m, view, out.data());
             auto got = mx::array(out.data(), {m, n}, mx::float32);
-            const bool i16 = int_dot && isa != Isa::kScalar && m <= kI16MaxRows && bits >= 4 && bits != 7;
+            bool group_steps = false;
+            const bool i16 = qmatmul_int16(ctx, bits, m, &group_steps);
             // Beyond the stated rounding bound, only float summation-order differences.
-            auto excess = i16 ? mx::max(mx::subtract(mx::abs(mx::subtract(got, ref)), i16_bound)).item<float>()
+            const auto& bound = group_steps ? group_bound : i16_bound;
+            auto excess = i16 ? mx::max(mx::subtract(mx::abs(mx::subtract(got, ref)), bound)).item<float>()
                               : test::max_abs_diff(got, ref);
             EXPECT_LE(excess / scale, kRelTol) << isa_name(isa) << " threads=" << threads << " int_dot=" << int_dot
                                                << " m=" << m << " n=" << n << " k=" << k << " scales=" << dtype;
@@ -100,7 +106,7 @@ INSTANTIATE_TEST_SUITE_P(BitsGroups, QMatmul,
 
 // Through the ops layer as an MLX primitive: batched 3-D input, strided (transposed) and bf16 x.
 TEST(QMatmulPrimitive, GraphInputsOfAnyLayout) {
-  auto fast = std::make_shared<const KernelContext>();
+  auto fast = std::make_shared<const KernelContext>(KernelOptions{.int_dot = false});  // float products: tight bound
   auto q = make(24, 96, 256, 4, 64, 7);
   auto x3 = mx::reshape(q.x, {2, 12, 256});
   auto xt = mx::transpose(mx::reshape(q.x, {24, 256}), {0, 1});  // a view

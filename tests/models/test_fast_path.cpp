@@ -66,7 +66,9 @@ TEST_P(FastPath, MatchesParityOnTeacherForcedTokens) {
   float kl = mx::mean(mx::sum(mx::multiply(mx::exp(lp), mx::subtract(lp, lq)), -1)).item<float>();
   float agree = mx::mean(mx::astype(mx::equal(mx::argmax(ref, -1), mx::argmax(got, -1)), mx::float32)).item<float>();
   float scale = mx::max(mx::abs(ref)).item<float>();
-  EXPECT_LE(kl, 1e-6f);
+  // Prefill and decode both round activations to int16 levels (the prefill GEMM per group, the
+  // decode GEMV per row): <= 2e-7 here except the tiny Gemma 3 (1.7e-6; 4e-7 with float prefill).
+  EXPECT_LE(kl, 5e-6f);
   EXPECT_GE(agree, 0.97f);  // 36 tokens of a random tiny model: near-ties may flip one
   // Logit-level closeness too: the decode GEMVs round activations to int16 levels (see
   // test_qmatmul's stated bound), so a little looser than float summation order alone.
