@@ -161,22 +161,25 @@ void attention(const KernelContext& ctx, const AttentionShape& s, const float* q
     const int splits = std::max(1, std::min(want, span / kMinKeys));
     if (splits > 1 || s.kv_heads >= ctx.threads()) return attention_decode(ctx, s, splits, q, kc, vc, out);
   }
-  // One task per (kv head, block of queries): each owns its output rows. At each position the
-  // query heads of the kv head are attended together (attend_group: each key row is read once
-  // for all of them, not once per head).
+  // One task per (kv head, block of queries): each owns its output rows. The query heads of the
+  // kv head at all positions of the block are attended together (attend_tile: each key and
+  // value row is read about once for all of them, not once per position and head).
   constexpr int kQBlock = 8;
   const int qblocks = (s.L + kQBlock - 1) / kQBlock;
   ctx.pool().parallel_for(s.kv_heads * qblocks, [&](int task) {
     const int kvh = task / qblocks, qb = task % qblocks;
     const float* K = kc + static_cast<long>(kvh) * s.cap * hd;
     const float* V = vc + static_cast<long>(kvh) * s.cap * hd;
-    std::vector<float> scores(static_cast<size_t>(group) * (s.offset + s.L));
-    for (int l = qb * kQBlock; l < std::min(s.L, (qb + 1) * kQBlock); ++l) {
-      const int pos = s.offset + l;
-      const int first = s.window ? std::max(0, pos - *s.window + 1) : 0;
-      const long row = (static_cast<long>(l) * s.heads + static_cast<long>(kvh) * group) * hd;
-      v.attend_group(q + row, group, K, V, hd, first, pos, s.scale, scores.data(), out + row, nullptr);
+    const int l0 = qb * kQBlock, P = std::min(s.L, l0 + kQBlock) - l0;
+    int first[kQBlock], last[kQBlock];
+    for (int p = 0; p < P; ++p) {
+      last[p] = s.offset + l0 + p;
+      first[p] = s.window ? std::max(0, last[p] - *s.window + 1) : 0;
     }
+    std::vector<float> scores(static_cast<size_t>(group) * P * (last[P - 1] - first[0] + 1));
+    const long row = (static_cast<long>(l0) * s.heads + static_cast<long>(kvh) * group) * hd;
+    const long stride = static_cast<long>(s.heads) * hd;
+    v.attend_tile(q + row, stride, group, P, first, last, K, V, hd, s.scale, scores.data(), out + row, stride);
   });
 }
 

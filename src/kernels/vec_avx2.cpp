@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/avx2_traits.h"
+#include "kernels/row_count.h"
 #include "kernels/vec_ops.h"
 
 namespace mlxcpp::kernels {
@@ -184,6 +186,87 @@ void attend256(const float* q, const float* k, const float* v, int hd, int first
   attend_group256(q, 1, k, v, hd, first, last, scale, sc, out, part);
 }
 
+// out rows o[m] (m < MB) = inv[m] * sum_j p[m][j] v[j] over columns [c, c + 8 NV) and keys
+// [j0, j1): each value row's columns are loaded once for MB rows of weights.
+template <int MB, int NV>
+void weighted_block(const float* const* p, const float* v, int hd, int j0, int j1, const float* inv, float* const* o,
+                    int c) {
+  __m256 acc[MB][NV];
+  for (int m = 0; m < MB; ++m)
+    for (int i = 0; i < NV; ++i) acc[m][i] = _mm256_setzero_ps();
+  for (int j = j0; j < j1; ++j) {
+    __m256 vr[NV];
+    for (int i = 0; i < NV; ++i) vr[i] = _mm256_loadu_ps(v + static_cast<long>(j) * hd + c + 8 * i);
+    for (int m = 0; m < MB; ++m) {
+      const __m256 pj = _mm256_set1_ps(p[m][j]);
+      for (int i = 0; i < NV; ++i) acc[m][i] = _mm256_fmadd_ps(pj, vr[i], acc[m][i]);
+    }
+  }
+  for (int m = 0; m < MB; ++m)
+    for (int i = 0; i < NV; ++i) _mm256_storeu_ps(o[m] + c + 8 * i, _mm256_mul_ps(acc[m][i], _mm256_set1_ps(inv[m])));
+}
+
+// VecOps::attend_tile. The rows of all P positions are scored against each block of four key
+// rows while it is in L1, and their weighted value sums run six rows at a time, so a prompt
+// reads the keys and values about once per tile instead of once per position. A row's weights
+// outside its own keys are zero (exp of nothing: written 0), so each output is the same sum
+// in the same order as attend_group's (adding 0 * v leaves a float sum unchanged; a few
+// scores may round differently: the blocks of four keys start at the tile's first key).
+void attend_tile256(const float* q, long q_stride, int G, int P, const int* first, const int* last, const float* k,
+                    const float* v, int hd, float scale, float* sc, float* out, long out_stride) {
+  if (hd % 8 != 0) {
+    for (int p = 0; p < P; ++p)
+      attend_group256(q + p * q_stride, G, k, v, hd, first[p], last[p], scale, sc, out + p * out_stride, nullptr);
+    return;
+  }
+  const int f0 = first[0], n = last[P - 1] - f0 + 1, rows = P * G;
+  k += static_cast<long>(f0) * hd;
+  v += static_cast<long>(f0) * hd;
+  auto srow = [&](int p, int h) { return sc + static_cast<long>(p * G + h) * n; };
+  // Scores: every position whose keys meet the block of four.
+  int j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const float* kr = k + static_cast<long>(j) * hd;
+    for (int p = 0; p < P; ++p) {
+      if (j + 3 < first[p] - f0 || j > last[p] - f0) continue;
+      const float* qp = q + p * q_stride;
+      int h = 0;
+      for (; h + 2 <= G; h += 2) scores4<2>(qp + static_cast<long>(h) * hd, kr, hd, scale, srow(p, h) + j, n);
+      if (h < G) scores4<1>(qp + static_cast<long>(h) * hd, kr, hd, scale, srow(p, h) + j, n);
+    }
+  }
+  for (; j < n; ++j)
+    for (int p = 0; p < P; ++p)
+      for (int h = 0; h < G; ++h) srow(p, h)[j] = dot256(q + p * q_stride + static_cast<long>(h) * hd, k + static_cast<long>(j) * hd, hd) * scale;
+  // Softmax over each row's own keys; zero weights elsewhere.
+  std::vector<float> inv(rows);
+  std::vector<int> lo(rows), hi(rows);
+  std::vector<const float*> pr(rows);
+  std::vector<float*> orow(rows);
+  for (int p = 0; p < P; ++p)
+    for (int h = 0; h < G; ++h) {
+      const int r = p * G + h, a = first[p] - f0, b = last[p] - f0 + 1;
+      float* s = srow(p, h);
+      float mx;
+      inv[r] = 1.0f / softmax_numerators(s + a, b - a, &mx);
+      std::fill(s, s + a, 0.f);
+      std::fill(s + b, s + n, 0.f);
+      lo[r] = a, hi[r] = b, pr[r] = s;
+      orow[r] = out + p * out_stride + static_cast<long>(h) * hd;
+    }
+  // Weighted value sums, six rows (their keys' union) by 16 columns at a time.
+  for (int r0 = 0; r0 < rows; r0 += 6) {
+    const int mb = std::min(6, rows - r0);
+    const int j0 = *std::min_element(lo.begin() + r0, lo.begin() + r0 + mb);
+    const int j1 = *std::max_element(hi.begin() + r0, hi.begin() + r0 + mb);
+    with_row_count<6>(mb, [&]<int MB>() {
+      int c = 0;
+      for (; c + 16 <= hd; c += 16) weighted_block<MB, 2>(&pr[r0], v, hd, j0, j1, &inv[r0], &orow[r0], c);
+      if (c < hd) weighted_block<MB, 1>(&pr[r0], v, hd, j0, j1, &inv[r0], &orow[r0], c);
+    });
+  }
+}
+
 double sum_exp256(const float* x, long n, float shift) {
   const __m256 sv = _mm256_set1_ps(shift);
   __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
@@ -233,7 +316,8 @@ void gelu_mul256(const float* g, const float* u, float* y, long n) {
 }  // namespace
 
 const VecOps& vec_ops_avx2() {
-  static const VecOps ops{dot256, axpy256, sumsq256, attend256, attend_group256, sum_exp256, silu_mul256, gelu_mul256};
+  static const VecOps ops{dot256,     axpy256,    sumsq256,    attend256, attend_group256,
+                          attend_tile256, sum_exp256, silu_mul256, gelu_mul256};
   return ops;
 }
 

@@ -20,6 +20,12 @@ struct VecOps {
   // and value row once.
   void (*attend_group)(const float* q, int G, const float* k, const float* v, int hd, int first, int last, float scale,
                        float* scores, float* out, float* part);
+  // A prompt's tile: P consecutive positions of one kv head, G query rows each (position p's
+  // at q + p * q_stride, hd apart; out likewise with out_stride), position p attending keys
+  // first[p]..last[p] (both nondecreasing in p). scores: P * G * (last[P - 1] - first[0] + 1)
+  // floats. The same values as attend_group per position.
+  void (*attend_tile)(const float* q, long q_stride, int G, int P, const int* first, const int* last, const float* k,
+                      const float* v, int hd, float scale, float* scores, float* out, long out_stride);
   // sum(exp(x[i] - shift)) over n values, accumulated in double.
   double (*sum_exp)(const float* x, long n, float shift);
   // y = silu(g) * u (mlx-lm's swiglu) and y = gelu_approx(g) * u (the tanh form; Gemma's GeGLU).

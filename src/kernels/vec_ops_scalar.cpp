@@ -41,6 +41,12 @@ void attend_group(const float* q, int G, const float* k, const float* v, int hd,
   }
 }
 
+void attend_tile(const float* q, long q_stride, int G, int P, const int* first, const int* last, const float* k,
+                 const float* v, int hd, float scale, float* scores, float* out, long out_stride) {
+  for (int p = 0; p < P; ++p)
+    attend_group(q + p * q_stride, G, k, v, hd, first[p], last[p], scale, scores, out + p * out_stride, nullptr);
+}
+
 double sum_exp(const float* x, long n, float shift) {
   double s = 0;
   for (long i = 0; i < n; ++i) s += std::exp(x[i] - shift);
@@ -62,7 +68,7 @@ void gelu_mul(const float* g, const float* u, float* y, long n) {
 }  // namespace
 
 const VecOps& vec_ops_scalar() {
-  static const VecOps ops{dot, axpy, sum_squares, attend, attend_group, sum_exp, silu_mul, gelu_mul};
+  static const VecOps ops{dot, axpy, sum_squares, attend, attend_group, attend_tile, sum_exp, silu_mul, gelu_mul};
   return ops;
 }
 

@@ -80,7 +80,9 @@ TEST(BlockKernels, AttentionMatchesSdpaWithGqaCausalAndWindow) {
                                                                       {22, 2, 20},
                                                                       {700, 1, 64},
                                                                       {611, 1, 256},
-                                                                      {530, 1, 20}}) {
+                                                                      {530, 1, 20},
+                                                                      {3, 21, 256},
+                                                                      {290, 40, 64}}) {
     for (std::optional<int> window : {std::optional<int>{}, std::optional<int>{8}, std::optional<int>{300}}) {
       const int S = offset + L, cap = S + 5;
       auto q = randn({1, heads, L, hd}, 100 + S), k = randn({1, kv_heads, S, hd}, 200 + S), v = randn({1, kv_heads, S, hd}, 300 + S);
