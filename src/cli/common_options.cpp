@@ -15,7 +15,7 @@ void add_model_options(CLI::App* sub, ModelArgs& a) {
   sub->add_option("--threads", a.threads, "CPU kernel threads (0 = physical cores)")->capture_default_str();
   sub->add_flag("--f32-dot", a.f32_dot,
                 "Quantized matmuls in float32 (default: integer dot products on int16 activations: "
-                "decode GEMVs on AVX2 and up, prefill GEMMs on AVX-512 VNNI)");
+                "decode GEMVs and prefill GEMMs, AVX2 and up)");
 }
 
 void add_sampling_options(CLI::App* sub, SamplingArgs& a) {

@@ -17,7 +17,7 @@ struct KernelOptions {
   int threads = 0;  // 0: the physical cores of this process
   bool profile = false;  // accumulate time spent inside our primitives (see kernel_seconds)
   // Quantized matmuls as integer dot products on int16 activations where the ISA has them
-  // (decode GEMVs: AVX2, 4/5/6/8-bit; prefill GEMMs: AVX-512 VNNI, 2..8-bit); false keeps every
+  // (decode GEMVs: AVX2 and up, 4/5/6/8-bit; prefill GEMMs: AVX2 and up, 2..8-bit); false keeps every
   // product in float32 (--f32-dot).
   bool int_dot = true;
 };

@@ -23,7 +23,10 @@ namespace {
 QKernel pick(Isa isa, int bits, ScaleType st, int m, bool int_dot) {
   QKernel k;
   if (int_dot && isa != Isa::kScalar && m <= kI16MaxRows) k = qmatmul_kernel_avx2_i16(bits, st);
-  if (int_dot && isa == Isa::kAvx512 && m > kI16MaxRows && has_avx512_vnni()) k = qmatmul_kernel_avx512_i16(bits, st);
+  if (int_dot && isa != Isa::kScalar && m > kI16MaxRows) {
+    k = isa == Isa::kAvx512 && has_avx512_vnni() ? qmatmul_kernel_avx512_i16_gemm(bits, st)
+                                                 : qmatmul_kernel_avx2_i16_gemm(bits, st);
+  }
   if (k.rows) return k;
   if (isa == Isa::kAvx512) k = qmatmul_kernel_avx512(bits, st);
   if (!k.rows && isa != Isa::kScalar) k = qmatmul_kernel_avx2(bits, st);

@@ -64,9 +64,10 @@ QKernel qmatmul_kernel_avx512(int bits, ScaleType st);
 // Integer-dot GEMV for a few rows of x (decode, a batch of decoding sequences): int16
 // activations, 4/5/6/8-bit weights, each block of weight rows decoded once for all rows of x.
 QKernel qmatmul_kernel_avx2_i16(int bits, ScaleType st);
-// Integer-dot GEMM for more rows (prefill) on AVX-512 with VNNI: 2..8-bit weights (not 7),
-// int16 activations with a step per quantization group.
-QKernel qmatmul_kernel_avx512_i16(int bits, ScaleType st);
+// Integer-dot GEMMs for more rows (prefill): 2..8-bit weights (not 7), int16 activations with
+// a step per quantization group; AVX-512 with VNNI (vpdpwssd) and AVX2 (vpmaddwd).
+QKernel qmatmul_kernel_avx512_i16_gemm(int bits, ScaleType st);
+QKernel qmatmul_kernel_avx2_i16_gemm(int bits, ScaleType st);
 // At most this many x rows take the integer-dot GEMV; more take the float GEMM (at 8 rows the
 // GEMV still beats dequantizing tiles: 49152 x 576, 2 threads, 8-bit 3.1-3.7 vs 4.5-5.2 ms).
 inline constexpr int kI16MaxRows = 8;

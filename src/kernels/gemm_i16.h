@@ -1,0 +1,134 @@
+// The integer-dot prefill GEMM's loop nest, shared by the AVX-512 VNNI and AVX2 kernels; `I`
+// supplies the column block (I::kCols W rows: the lanes of two vectors), the x rows per register
+// block (I::kMb), the decode of a packed row to int16, the register block and the activations'
+// quantization. Include only from a translation unit compiled for that ISA.
+//
+// x: each group of 32/64/128 values of a row rounded to int16 levels of its own step (the
+// group's max|x| / 32767), so an outlier coarsens only its group. W: each tile of rows decoded
+// once to int16 and laid out for the register blocks: for each block of kCols rows, each pair of
+// k values (k even) holds kCols int32 lanes, lane r = the row's values k (low half) and k + 1
+// (high half): exactly the operand an int16 pair dot product (vpdpwssd / vpmaddwd) multiplies
+// with a broadcast pair of x. Scales and biases become float32 [block][group][kCols]. Per group
+// the register block sums exact int32 products (|xq| <= 32767, q <= 255, at most 64 pairs) and
+// converts once: out += sum * step * scale + sum(x) * bias.
+#pragma once
+
+#include <algorithm>
+#include <memory>
+
+#include "kernels/qmatmul.h"
+#include "kernels/row_count.h"
+#include "kernels/scale_load.h"
+
+namespace mlxcpp::kernels::gemm_i16 {
+
+template <class I>
+struct Tile {
+  std::unique_ptr<int32_t[]> w;  // [blocks][k / 2][kCols]
+  std::unique_ptr<float[]> s, b;  // [blocks][groups][kCols]
+  std::unique_ptr<int16_t[]> row;  // one decoded row
+  Tile(int cols, int k, int groups)
+      : w(new int32_t[static_cast<size_t>(cols) * k / 2]),
+        s(new float[static_cast<size_t>(cols) * groups]),
+        b(new float[static_cast<size_t>(cols) * groups]),
+        row(new int16_t[k]) {}
+};
+
+// Rows [t0, t1) of q into the tile (rows past t1 up to a whole block are zero).
+template <class I, int BITS, ScaleType ST>
+void widen(const QMatrixView& q, int t0, int t1, Tile<I>& t) {
+  constexpr int C = I::kCols;
+  const int pairs = q.k / 2, groups = q.k / q.group;
+  const long row_bytes = static_cast<long>(q.k) * BITS / 8;
+  const auto* base = reinterpret_cast<const uint8_t*>(q.w);
+  const int blocks = (t1 - t0 + C - 1) / C;
+  for (int nb = 0; nb < blocks; ++nb) {
+    int32_t* w = t.w.get() + static_cast<long>(nb) * pairs * C;
+    float* s = t.s.get() + static_cast<long>(nb) * groups * C;
+    float* b = t.b.get() + static_cast<long>(nb) * groups * C;
+    for (int r = 0; r < C; ++r) {
+      const int n = t0 + nb * C + r;
+      if (n >= t1) {
+        for (int p = 0; p < pairs; ++p) w[p * C + r] = 0;
+        for (int g = 0; g < groups; ++g) s[g * C + r] = b[g * C + r] = 0.f;
+        continue;
+      }
+      I::template decode_row<BITS>(base + n * row_bytes, q.k, t.row.get());
+      const auto* pr = reinterpret_cast<const int32_t*>(t.row.get());
+      for (int p = 0; p < pairs; ++p) w[p * C + r] = pr[p];
+      for (int g = 0; g < groups; ++g) {
+        s[g * C + r] = load_scale<ST, I>(q.scales, static_cast<long>(n) * groups + g);
+        b[g * C + r] = load_scale<ST, I>(q.biases, static_cast<long>(n) * groups + g);
+      }
+    }
+  }
+}
+
+// x rows [m0, m0 + mb) (mb <= kMb) against every block of the tile (columns t0..t1 of out).
+template <class I, int GP>
+void row_block(const QInput& in, const QMatrixView& q, int m0, int mb, const Tile<I>& t, int t0, int t1, float* out,
+               int ldo) {
+  constexpr int C = I::kCols;
+  const int pairs = q.k / 2, groups = q.k / q.group;
+  const auto* xp = reinterpret_cast<const int32_t*>(in.xq) + static_cast<long>(m0) * pairs;
+  const float* xd = in.xd + static_cast<long>(m0) * groups;
+  const float* xs = in.xsum + static_cast<long>(m0) * groups;
+  for (int c = t0, nb = 0; c < t1; c += C, ++nb) {
+    const int32_t* w = t.w.get() + static_cast<long>(nb) * pairs * C;
+    const float* s = t.s.get() + static_cast<long>(nb) * groups * C;
+    const float* b = t.b.get() + static_cast<long>(nb) * groups * C;
+    float* o = out + static_cast<long>(m0) * ldo + c;
+    const int cols = std::min(C, t1 - c);
+    with_row_count<I::kMb>(mb, [&]<int MB>() { I::template block<MB, GP>(xp, pairs, xd, xs, groups, w, s, b, o, ldo, cols); });
+  }
+}
+
+template <class I, int BITS, ScaleType ST, int GP>
+void rows_gemm(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, int ldo) {
+  constexpr int C = I::kCols;
+  // A tile of about 192 KB of widened weights stays in L2 while every block of x rows sweeps it.
+  constexpr long kTileBytes = 192 * 1024;
+  const int tile = std::max<int>(C, static_cast<int>(kTileBytes / (2L * q.k)) / C * C);
+  Tile<I> t(std::min(tile, (n1 - n0 + C - 1) / C * C), q.k, q.k / q.group);
+  for (int t0 = n0; t0 < n1; t0 += tile) {
+    const int t1 = std::min(n1, t0 + tile);
+    widen<I, BITS, ST>(q, t0, t1, t);
+    for (int m0 = 0; m0 < in.m; m0 += I::kMb) row_block<I, GP>(in, q, m0, std::min(I::kMb, in.m - m0), t, t0, t1, out, ldo);
+  }
+}
+
+template <class I, int BITS, ScaleType ST>
+void rows_any(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, int ldo) {
+  switch (q.group) {
+    case 32: return rows_gemm<I, BITS, ST, 16>(in, q, n0, n1, out, ldo);
+    case 64: return rows_gemm<I, BITS, ST, 32>(in, q, n0, n1, out, ldo);
+    default: return rows_gemm<I, BITS, ST, 64>(in, q, n0, n1, out, ldo);
+  }
+}
+
+// The QKernel table of one ISA (2..8 bits except 7).
+template <class I>
+struct Table {
+  template <ScaleType ST>
+  struct For {
+    static QKernel call(int bits) {
+      QKernel k;
+      switch (bits) {
+        case 2: k.rows = rows_any<I, 2, ST>; break;
+        case 3: k.rows = rows_any<I, 3, ST>; break;
+        case 4: k.rows = rows_any<I, 4, ST>; break;
+        case 5: k.rows = rows_any<I, 5, ST>; break;
+        case 6: k.rows = rows_any<I, 6, ST>; break;
+        case 8: k.rows = rows_any<I, 8, ST>; break;
+        default: return {};
+      }
+      k.xsum = true;
+      k.quantize = I::quantize_groups;
+      k.group_steps = true;
+      k.n_align = I::kCols;
+      return k;
+    }
+  };
+};
+
+}  // namespace mlxcpp::kernels::gemm_i16
