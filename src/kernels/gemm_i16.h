@@ -64,36 +64,42 @@ void widen(const QMatrixView& q, int t0, int t1, Tile<I>& t) {
   }
 }
 
-// x rows [m0, m0 + mb) (mb <= kMb) against every block of the tile (columns t0..t1 of out).
+// x rows [m0, m0 + mb) (mb <= kMb) against block nb of the tile (columns c.. of out).
 template <class I, int GP>
-void row_block(const QInput& in, const QMatrixView& q, int m0, int mb, const Tile<I>& t, int t0, int t1, float* out,
-               int ldo) {
+void run_block(const QInput& in, const QMatrixView& q, int m0, int mb, const Tile<I>& t, int nb, int c, int cols,
+               float* out, int ldo) {
   constexpr int C = I::kCols;
   const int pairs = q.k / 2, groups = q.k / q.group;
   const auto* xp = reinterpret_cast<const int32_t*>(in.xq) + static_cast<long>(m0) * pairs;
   const float* xd = in.xd + static_cast<long>(m0) * groups;
   const float* xs = in.xsum + static_cast<long>(m0) * groups;
-  for (int c = t0, nb = 0; c < t1; c += C, ++nb) {
-    const int32_t* w = t.w.get() + static_cast<long>(nb) * pairs * C;
-    const float* s = t.s.get() + static_cast<long>(nb) * groups * C;
-    const float* b = t.b.get() + static_cast<long>(nb) * groups * C;
-    float* o = out + static_cast<long>(m0) * ldo + c;
-    const int cols = std::min(C, t1 - c);
-    with_row_count<I::kMb>(mb, [&]<int MB>() { I::template block<MB, GP>(xp, pairs, xd, xs, groups, w, s, b, o, ldo, cols); });
-  }
+  const int32_t* w = t.w.get() + static_cast<long>(nb) * pairs * C;
+  const float* s = t.s.get() + static_cast<long>(nb) * groups * C;
+  const float* b = t.b.get() + static_cast<long>(nb) * groups * C;
+  float* o = out + static_cast<long>(m0) * ldo + c;
+  with_row_count<I::kMb>(mb, [&]<int MB>() { I::template block<MB, GP>(xp, pairs, xd, xs, groups, w, s, b, o, ldo, cols); });
 }
 
 template <class I, int BITS, ScaleType ST, int GP>
 void rows_gemm(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, int ldo) {
   constexpr int C = I::kCols;
-  // A tile of about 192 KB of widened weights stays in L2 while every block of x rows sweeps it.
+  // Tiles of about 192 KB of widened weights (L2).
   constexpr long kTileBytes = 192 * 1024;
   const int tile = std::max<int>(C, static_cast<int>(kTileBytes / (2L * q.k)) / C * C);
   Tile<I> t(std::min(tile, (n1 - n0 + C - 1) / C * C), q.k, q.k / q.group);
   for (int t0 = n0; t0 < n1; t0 += tile) {
     const int t1 = std::min(n1, t0 + tile);
     widen<I, BITS, ST>(q, t0, t1, t);
-    for (int m0 = 0; m0 < in.m; m0 += I::kMb) row_block<I, GP>(in, q, m0, std::min(I::kMb, in.m - m0), t, t0, t1, out, ldo);
+    auto each_block = [&](int m0, int c) {
+      run_block<I, GP>(in, q, m0, std::min(I::kMb, in.m - m0), t, (c - t0) / C, c, std::min(C, t1 - c), out, ldo);
+    };
+    // Each block of W rows (L1-resident where it fits: 16 rows of k = 640 are 20 KB) against
+    // every block of x rows: x rows stream from L2 and give more multiply-adds per byte than
+    // the W block would (AVX2's 3 x 16 block: a pair of x values feeds 16 products, a pair of
+    // W values 3). 512 x 2048 x 640 on 1 thread, AVX2 45-48 -> 56-66 GMAC/s than with the x rows
+    // outer; AVX-512 (6 x 32) unchanged within noise.
+    for (int c = t0; c < t1; c += C)
+      for (int m0 = 0; m0 < in.m; m0 += I::kMb) each_block(m0, c);
   }
 }
 
