@@ -113,6 +113,28 @@ inline void scores4(const float* q, const float* kr, int hd, float scale, float*
   }
 }
 
+// Scores of H query rows q[h] against four key rows (hd apart) into sc[h][j..j+3]: the rows of
+// a prompt tile, any positions (attend_tile256).
+template <int H>
+inline void scores_rows(const float* const* q, const float* kr, int hd, float scale, float* const* sc, int j) {
+  __m256 a[H][4];
+  for (int h = 0; h < H; ++h)
+    for (int i = 0; i < 4; ++i) a[h][i] = _mm256_setzero_ps();
+  for (int c = 0; c < hd; c += 8) {
+    __m256 qv[H];
+    for (int h = 0; h < H; ++h) qv[h] = _mm256_loadu_ps(q[h] + c);
+    for (int i = 0; i < 4; ++i) {
+      const __m256 kv = _mm256_loadu_ps(kr + static_cast<long>(i) * hd + c);
+      for (int h = 0; h < H; ++h) a[h][i] = _mm256_fmadd_ps(qv[h], kv, a[h][i]);
+    }
+  }
+  for (int h = 0; h < H; ++h) {
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a[h][0], a[h][1]), _mm256_hadd_ps(a[h][2], a[h][3]));
+    const __m128 r = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+    _mm_storeu_ps(sc[h] + j, _mm_mul_ps(r, _mm_set1_ps(scale)));
+  }
+}
+
 // out[hd] = inv * sum_j p[j] v[j], 64 features (8 accumulators) per pass over the rows.
 void weighted_sum(const float* p, const float* v, int hd, int n, float inv, float* out) {
   for (int c = 0; c < hd; c += 64) {
@@ -223,35 +245,44 @@ void attend_tile256(const float* q, long q_stride, int G, int P, const int* firs
   k += static_cast<long>(f0) * hd;
   v += static_cast<long>(f0) * hd;
   auto srow = [&](int p, int h) { return sc + static_cast<long>(p * G + h) * n; };
-  // Scores: every position whose keys meet the block of four.
+  std::vector<const float*> qrow(rows);
+  std::vector<float*> scrow(rows);
+  std::vector<int> lo(rows), hi(rows);
+  for (int p = 0; p < P; ++p)
+    for (int h = 0; h < G; ++h) {
+      const int r = p * G + h;
+      qrow[r] = q + p * q_stride + static_cast<long>(h) * hd;
+      scrow[r] = srow(p, h);
+      lo[r] = first[p] - f0, hi[r] = last[p] - f0 + 1;
+    }
+  // Scores: three rows at a time (12 accumulators) against each block of four keys that meets
+  // any of their key ranges.
   int j = 0;
   for (; j + 4 <= n; j += 4) {
     const float* kr = k + static_cast<long>(j) * hd;
-    for (int p = 0; p < P; ++p) {
-      if (j + 3 < first[p] - f0 || j > last[p] - f0) continue;
-      const float* qp = q + p * q_stride;
-      int h = 0;
-      for (; h + 2 <= G; h += 2) scores4<2>(qp + static_cast<long>(h) * hd, kr, hd, scale, srow(p, h) + j, n);
-      if (h < G) scores4<1>(qp + static_cast<long>(h) * hd, kr, hd, scale, srow(p, h) + j, n);
+    for (int r0 = 0; r0 < rows; r0 += 3) {
+      const int mb = std::min(3, rows - r0);
+      if (j + 4 <= *std::min_element(lo.begin() + r0, lo.begin() + r0 + mb) ||
+          j >= *std::max_element(hi.begin() + r0, hi.begin() + r0 + mb))
+        continue;
+      with_row_count<3>(mb, [&]<int H>() { scores_rows<H>(&qrow[r0], kr, hd, scale, &scrow[r0], j); });
     }
   }
   for (; j < n; ++j)
-    for (int p = 0; p < P; ++p)
-      for (int h = 0; h < G; ++h) srow(p, h)[j] = dot256(q + p * q_stride + static_cast<long>(h) * hd, k + static_cast<long>(j) * hd, hd) * scale;
+    for (int r = 0; r < rows; ++r) scrow[r][j] = dot256(qrow[r], k + static_cast<long>(j) * hd, hd) * scale;
   // Softmax over each row's own keys; zero weights elsewhere.
   std::vector<float> inv(rows);
-  std::vector<int> lo(rows), hi(rows);
   std::vector<const float*> pr(rows);
   std::vector<float*> orow(rows);
   for (int p = 0; p < P; ++p)
     for (int h = 0; h < G; ++h) {
-      const int r = p * G + h, a = first[p] - f0, b = last[p] - f0 + 1;
-      float* s = srow(p, h);
+      const int r = p * G + h, a = lo[r], b = hi[r];
+      float* s = scrow[r];
       float mx;
       inv[r] = 1.0f / softmax_numerators(s + a, b - a, &mx);
       std::fill(s, s + a, 0.f);
       std::fill(s + b, s + n, 0.f);
-      lo[r] = a, hi[r] = b, pr[r] = s;
+      pr[r] = s;
       orow[r] = out + p * out_stride + static_cast<long>(h) * hd;
     }
   // Weighted value sums, six rows (their keys' union) by 16 columns at a time.
