@@ -92,29 +92,8 @@ void weighted_rows(const float* p, const float* v, int hd, int n, float inv, flo
   for (int i = 0; i < NV; ++i) _mm256_storeu_ps(out + 8 * i, _mm256_mul_ps(acc[i], iv));
 }
 
-// Scores of H query rows (hd apart) against four key rows: one transposing reduction per row.
-template <int H>
-inline void scores4(const float* q, const float* kr, int hd, float scale, float* sc, int n) {
-  __m256 a[H][4];
-  for (int h = 0; h < H; ++h)
-    for (int i = 0; i < 4; ++i) a[h][i] = _mm256_setzero_ps();
-  for (int c = 0; c < hd; c += 8) {
-    __m256 qv[H];
-    for (int h = 0; h < H; ++h) qv[h] = _mm256_loadu_ps(q + static_cast<long>(h) * hd + c);
-    for (int i = 0; i < 4; ++i) {
-      const __m256 kv = _mm256_loadu_ps(kr + static_cast<long>(i) * hd + c);
-      for (int h = 0; h < H; ++h) a[h][i] = _mm256_fmadd_ps(qv[h], kv, a[h][i]);
-    }
-  }
-  for (int h = 0; h < H; ++h) {
-    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a[h][0], a[h][1]), _mm256_hadd_ps(a[h][2], a[h][3]));
-    const __m128 r = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
-    _mm_storeu_ps(sc + static_cast<long>(h) * n, _mm_mul_ps(r, _mm_set1_ps(scale)));
-  }
-}
-
-// Scores of H query rows q[h] against four key rows (hd apart) into sc[h][j..j+3]: the rows of
-// a prompt tile, any positions (attend_tile256).
+// Scores of H query rows q[h] against four key rows (hd apart) into sc[h][j..j+3]: one
+// transposing reduction per row.
 template <int H>
 inline void scores_rows(const float* const* q, const float* kr, int hd, float scale, float* const* sc, int j) {
   __m256 a[H][4];
@@ -133,6 +112,15 @@ inline void scores_rows(const float* const* q, const float* kr, int hd, float sc
     const __m128 r = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
     _mm_storeu_ps(sc[h] + j, _mm_mul_ps(r, _mm_set1_ps(scale)));
   }
+}
+
+// Scores of H query rows (hd apart) against four key rows into sc (rows n apart).
+template <int H>
+inline void scores4(const float* q, const float* kr, int hd, float scale, float* sc, int n) {
+  const float* qr[H];
+  float* sr[H];
+  for (int h = 0; h < H; ++h) qr[h] = q + static_cast<long>(h) * hd, sr[h] = sc + static_cast<long>(h) * n;
+  scores_rows<H>(qr, kr, hd, scale, sr, 0);
 }
 
 // out[hd] = inv * sum_j p[j] v[j], 64 features (8 accumulators) per pass over the rows.
