@@ -1,7 +1,8 @@
 // The integer-dot prefill GEMM's loop nest, shared by the AVX-512 VNNI and AVX2 kernels; `I`
-// supplies the column block (I::kCols W rows: the lanes of two vectors), the x rows per register
-// block (I::kMb), the decode of a packed row to int16, the register block and the activations'
-// quantization. Include only from a translation unit compiled for that ISA.
+// supplies the vectors (kLanes int32 / float lanes, the int16 pair dot product dot2 and a few
+// float ops), the column block (kCols = 2 * kLanes W rows), the x rows per register block (kMb),
+// the decode of a packed row to int16 and the activations' quantization. Include only from a
+// translation unit compiled for that ISA.
 //
 // x: each group of 32/64/128 values of a row rounded to int16 levels of its own step (the
 // group's max|x| / 32767), so an outlier coarsens only its group. W: each tile of rows decoded
@@ -64,6 +65,45 @@ void widen(const QMatrixView& q, int t0, int t1, Tile<I>& t) {
   }
 }
 
+// MB x rows against one block of kCols = 2 * kLanes widened W rows. xp: the rows' int16 pairs
+// (ldx pairs apart); xd, xs: step and sum of x [MB][groups]; cols: the block's columns to store.
+template <class I, int MB, int GP>
+void block(const int32_t* xp, long ldx, const float* xd, const float* xs, int groups, const int32_t* w, const float* s,
+           const float* b, float* out, long ldo, int cols) {
+  using vi = typename I::vi;
+  using vf = typename I::vf;
+  constexpr int L = I::kLanes, C = I::kCols;
+  static_assert(C == 2 * L);
+  vf f[MB][2];
+  for (int m = 0; m < MB; ++m) f[m][0] = f[m][1] = I::fzero();
+  for (int g = 0; g < groups; ++g) {
+    vi acc[MB][2];
+    for (int m = 0; m < MB; ++m) acc[m][0] = acc[m][1] = I::izero();
+    const int32_t* wg = w + static_cast<long>(g) * GP * C;
+    const int32_t* xg = xp + g * GP;
+#pragma GCC unroll 4
+    for (int p = 0; p < GP; ++p) {
+      const vi w0 = I::iload(wg + p * C), w1 = I::iload(wg + p * C + L);
+      for (int m = 0; m < MB; ++m) {
+        const vi xv = I::bcast(xg[m * ldx + p]);
+        acc[m][0] = I::dot2(acc[m][0], xv, w0);
+        acc[m][1] = I::dot2(acc[m][1], xv, w1);
+      }
+    }
+    const vf s0 = I::fload(s + g * C), s1 = I::fload(s + g * C + L);
+    const vf b0 = I::fload(b + g * C), b1 = I::fload(b + g * C + L);
+    for (int m = 0; m < MB; ++m) {
+      const vf d = I::fset1(xd[m * groups + g]), sum = I::fset1(xs[m * groups + g]);
+      f[m][0] = I::fma(sum, b0, I::fma(I::mul(I::cvt(acc[m][0]), d), s0, f[m][0]));
+      f[m][1] = I::fma(sum, b1, I::fma(I::mul(I::cvt(acc[m][1]), d), s1, f[m][1]));
+    }
+  }
+  for (int m = 0; m < MB; ++m) {
+    I::store(out + m * ldo, f[m][0], cols);
+    I::store(out + m * ldo + L, f[m][1], cols - L);
+  }
+}
+
 // x rows [m0, m0 + mb) (mb <= kMb) against block nb of the tile (columns c.. of out).
 template <class I, int GP>
 void run_block(const QInput& in, const QMatrixView& q, int m0, int mb, const Tile<I>& t, int nb, int c, int cols,
@@ -77,7 +117,7 @@ void run_block(const QInput& in, const QMatrixView& q, int m0, int mb, const Til
   const float* s = t.s.get() + static_cast<long>(nb) * groups * C;
   const float* b = t.b.get() + static_cast<long>(nb) * groups * C;
   float* o = out + static_cast<long>(m0) * ldo + c;
-  with_row_count<I::kMb>(mb, [&]<int MB>() { I::template block<MB, GP>(xp, pairs, xd, xs, groups, w, s, b, o, ldo, cols); });
+  with_row_count<I::kMb>(mb, [&]<int MB>() { block<I, MB, GP>(xp, pairs, xd, xs, groups, w, s, b, o, ldo, cols); });
 }
 
 template <class I, int BITS, ScaleType ST, int GP>

@@ -74,49 +74,27 @@ struct Avx2I16 {
     }
   }
 
-  // MB x rows against one block of kCols widened W rows (see gemm_i16.h). xp: the rows' int16
-  // pairs (ldx pairs apart); xd, xs: step and sum of x [MB][groups].
-  template <int MB, int GP>
-  static void block(const int32_t* xp, long ldx, const float* xd, const float* xs, int groups, const int32_t* w,
-                    const float* s, const float* b, float* out, long ldo, int cols) {
-    __m256 f[MB][2];
-    for (int m = 0; m < MB; ++m) f[m][0] = f[m][1] = _mm256_setzero_ps();
-    for (int g = 0; g < groups; ++g) {
-      __m256i acc[MB][2];
-      for (int m = 0; m < MB; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_si256();
-      const int32_t* wg = w + static_cast<long>(g) * GP * kCols;
-      const int32_t* xg = xp + g * GP;
-#pragma GCC unroll 4
-      for (int p = 0; p < GP; ++p) {
-        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wg + p * kCols));
-        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wg + p * kCols + 8));
-        for (int m = 0; m < MB; ++m) {
-          const __m256i xv = _mm256_set1_epi32(xg[m * ldx + p]);
-          acc[m][0] = _mm256_add_epi32(acc[m][0], _mm256_madd_epi16(xv, w0));
-          acc[m][1] = _mm256_add_epi32(acc[m][1], _mm256_madd_epi16(xv, w1));
-        }
-      }
-      const __m256 s0 = _mm256_loadu_ps(s + g * kCols), s1 = _mm256_loadu_ps(s + g * kCols + 8);
-      const __m256 b0 = _mm256_loadu_ps(b + g * kCols), b1 = _mm256_loadu_ps(b + g * kCols + 8);
-      for (int m = 0; m < MB; ++m) {
-        const __m256 d = _mm256_set1_ps(xd[m * groups + g]), sum = _mm256_set1_ps(xs[m * groups + g]);
-        f[m][0] = _mm256_fmadd_ps(sum, b0, _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(acc[m][0]), d), s0, f[m][0]));
-        f[m][1] = _mm256_fmadd_ps(sum, b1, _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(acc[m][1]), d), s1, f[m][1]));
-      }
-    }
-    if (cols == kCols) {
-      for (int m = 0; m < MB; ++m) {
-        _mm256_storeu_ps(out + m * ldo, f[m][0]);
-        _mm256_storeu_ps(out + m * ldo + 8, f[m][1]);
-      }
-      return;
-    }
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i k0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), lane);
-    const __m256i k1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols - 8), lane);
-    for (int m = 0; m < MB; ++m) {
-      _mm256_maskstore_ps(out + m * ldo, k0, f[m][0]);
-      _mm256_maskstore_ps(out + m * ldo + 8, k1, f[m][1]);
+  // Vectors for gemm_i16::block.
+  using vi = __m256i;
+  using vf = __m256;
+  static constexpr int kLanes = 8;
+  static vi izero() { return _mm256_setzero_si256(); }
+  static vi iload(const int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static vi bcast(int32_t v) { return _mm256_set1_epi32(v); }
+  static vi dot2(vi acc, vi x, vi w) { return _mm256_add_epi32(acc, _mm256_madd_epi16(x, w)); }
+  static vf fzero() { return _mm256_setzero_ps(); }
+  static vf fload(const float* p) { return _mm256_loadu_ps(p); }
+  static vf fset1(float v) { return _mm256_set1_ps(v); }
+  static vf fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+  static vf mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+  static vf cvt(vi v) { return _mm256_cvtepi32_ps(v); }
+  // The first n lanes (all from 8 on, none at n <= 0).
+  static void store(float* p, vf v, int n) {
+    if (n >= 8) {
+      _mm256_storeu_ps(p, v);
+    } else if (n > 0) {
+      const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+      _mm256_maskstore_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane), v);
     }
   }
 };

@@ -66,41 +66,23 @@ struct Vnni512 {
     }
   }
 
-  // MB x rows against one block of kCols widened W rows (see gemm_i16.h). xp: the rows' int16
-  // pairs (ldx pairs apart); xd, xs: step and sum of x [MB][groups].
-  template <int MB, int GP>
-  static void block(const int32_t* xp, long ldx, const float* xd, const float* xs, int groups, const int32_t* w, const float* s,
-             const float* b, float* out, long ldo, int cols) {
-    __m512 f[MB][2];
-    for (int m = 0; m < MB; ++m) f[m][0] = f[m][1] = _mm512_setzero_ps();
-    for (int g = 0; g < groups; ++g) {
-      __m512i acc[MB][2];
-      for (int m = 0; m < MB; ++m) acc[m][0] = acc[m][1] = _mm512_setzero_si512();
-      const int32_t* wg = w + static_cast<long>(g) * GP * kCols;
-      const int32_t* xg = xp + g * GP;
-  #pragma GCC unroll 4
-      for (int p = 0; p < GP; ++p) {
-        const __m512i w0 = _mm512_loadu_si512(wg + p * kCols), w1 = _mm512_loadu_si512(wg + p * kCols + 16);
-        for (int m = 0; m < MB; ++m) {
-          const __m512i xv = _mm512_set1_epi32(xg[m * ldx + p]);
-          acc[m][0] = _mm512_dpwssd_epi32(acc[m][0], xv, w0);
-          acc[m][1] = _mm512_dpwssd_epi32(acc[m][1], xv, w1);
-        }
-      }
-      const __m512 s0 = _mm512_loadu_ps(s + g * kCols), s1 = _mm512_loadu_ps(s + g * kCols + 16);
-      const __m512 b0 = _mm512_loadu_ps(b + g * kCols), b1 = _mm512_loadu_ps(b + g * kCols + 16);
-      for (int m = 0; m < MB; ++m) {
-        const __m512 d = _mm512_set1_ps(xd[m * groups + g]), sum = _mm512_set1_ps(xs[m * groups + g]);
-        f[m][0] = _mm512_fmadd_ps(sum, b0, _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(acc[m][0]), d), s0, f[m][0]));
-        f[m][1] = _mm512_fmadd_ps(sum, b1, _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(acc[m][1]), d), s1, f[m][1]));
-      }
-    }
-    const __mmask16 k0 = cols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << cols) - 1);
-    const __mmask16 k1 = cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : static_cast<__mmask16>((1u << (cols - 16)) - 1);
-    for (int m = 0; m < MB; ++m) {
-      _mm512_mask_storeu_ps(out + m * ldo, k0, f[m][0]);
-      _mm512_mask_storeu_ps(out + m * ldo + 16, k1, f[m][1]);
-    }
+  // Vectors for gemm_i16::block.
+  using vi = __m512i;
+  using vf = __m512;
+  static constexpr int kLanes = 16;
+  static vi izero() { return _mm512_setzero_si512(); }
+  static vi iload(const int32_t* p) { return _mm512_loadu_si512(p); }
+  static vi bcast(int32_t v) { return _mm512_set1_epi32(v); }
+  static vi dot2(vi acc, vi x, vi w) { return _mm512_dpwssd_epi32(acc, x, w); }
+  static vf fzero() { return _mm512_setzero_ps(); }
+  static vf fload(const float* p) { return _mm512_loadu_ps(p); }
+  static vf fset1(float v) { return _mm512_set1_ps(v); }
+  static vf fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+  static vf mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+  static vf cvt(vi v) { return _mm512_cvtepi32_ps(v); }
+  // The first n lanes (all from 16 on, none at n <= 0).
+  static void store(float* p, vf v, int n) {
+    _mm512_mask_storeu_ps(p, n >= 16 ? 0xFFFF : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1), v);
   }
 };
 
