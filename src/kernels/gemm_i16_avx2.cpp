@@ -49,28 +49,12 @@ struct Avx2I16 {
     }
   }
 
-  // Each group of a row of x as int16 levels of its own step, with the step and sum(x) per group.
+  // Each group of a row of x as int16 levels of its own step, with the step and sum(x) per
+  // group: the decode GEMV's row quantization applied to each group as a row of its own.
   static void quantize_groups(const float* x, int k, int group, int16_t* q, float* step, float* xsum) {
-    const __m256 sign = _mm256_set1_ps(-0.f);
     for (int g = 0; g < k / group; ++g) {
-      const float* xg = x + static_cast<long>(g) * group;
-      __m256 amax = _mm256_setzero_ps(), sum = _mm256_setzero_ps();
-      for (int i = 0; i < group; i += 8) {
-        const __m256 v = _mm256_loadu_ps(xg + i);
-        amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v));
-        sum = _mm256_add_ps(sum, v);
-      }
-      const float m = Avx2::reduce_max(amax);
-      step[g] = m > 0.f ? m / 32767.f : 1.f;
-      xsum[g] = Avx2::reduce(sum);
-      const __m256 inv = _mm256_set1_ps(m > 0.f ? 32767.f / m : 0.f);
-      for (int i = 0; i < group; i += 16) {
-        const __m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xg + i), inv));
-        const __m256i b = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xg + i + 8), inv));
-        // packs works per 128-bit lane; the qword permute restores natural order.
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + static_cast<long>(g) * group + i),
-                            _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8));
-      }
+      const long o = static_cast<long>(g) * group;
+      quantize_i16_row(x + o, group, group, q + o, step + g, xsum + g);
     }
   }
 

@@ -286,4 +286,8 @@ struct I16Table {
 
 QKernel qmatmul_kernel_avx2_i16(int bits, ScaleType st) { return with_scale_type<I16Table>(st, bits); }
 
+void quantize_i16_row(const float* x, int k, int group, int16_t* levels, float* step, float* xsum) {
+  quantize_i16<false>(x, k, group, levels, step, xsum);
+}
+
 }  // namespace mlxcpp::kernels

@@ -68,6 +68,9 @@ QKernel qmatmul_kernel_avx2_i16(int bits, ScaleType st);
 // a step per quantization group; AVX-512 with VNNI (vpdpwssd) and AVX2 (vpmaddwd).
 QKernel qmatmul_kernel_avx512_i16_gemm(int bits, ScaleType st);
 QKernel qmatmul_kernel_avx2_i16_gemm(int bits, ScaleType st);
+// The integer-dot GEMV's activations for one row in natural order (AVX2; a QQuantizeFn): int16
+// levels of step max|x| / 32767 over the k values, and sum(x) per group.
+void quantize_i16_row(const float* x, int k, int group, int16_t* levels, float* step, float* xsum);
 // At most this many x rows take the integer-dot GEMV; more take the float GEMM (at 8 rows the
 // GEMV still beats dequantizing tiles: 49152 x 576, 2 threads, 8-bit 3.1-3.7 vs 4.5-5.2 ms).
 inline constexpr int kI16MaxRows = 8;
