@@ -19,10 +19,14 @@ using cache_detail::seq_slice;
 KVCacheBase::~KVCacheBase() = default;
 
 std::pair<mx::array, mx::array> KVCache::update_and_fetch(
-    const mx::array& keys, const mx::array& values) {
-  cache_detail::check_update("KVCache::update_and_fetch", keys, values);
+    const mx::array& keys_in, const mx::array& values_in) {
+  cache_detail::check_update("KVCache::update_and_fetch", keys_in, values_in);
+  // New rows take the buffers' dtype (float16 where the CPU fast path created them).
+  const mx::Dtype dtype = keys_ ? keys_->dtype() : keys_in.dtype();
+  const auto keys = keys_in.dtype() == dtype ? keys_in : mx::astype(keys_in, dtype);
+  const auto values = values_in.dtype() == dtype ? values_in : mx::astype(values_in, dtype);
   const int s = keys.shape(2);
-  grow_for(keys.shape(0), keys.shape(1), s, keys.shape(3), values.shape(3), keys.dtype());
+  grow_for(keys.shape(0), keys.shape(1), s, keys.shape(3), values.shape(3), dtype);
   const int prev = offset_;
   offset_ += s;
   keys_ = seq_assign(*keys_, keys, prev);  // a new array (MLX donates the buffer when it can)

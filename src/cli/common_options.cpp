@@ -16,6 +16,7 @@ void add_model_options(CLI::App* sub, ModelArgs& a) {
   sub->add_flag("--f32-dot", a.f32_dot,
                 "Quantized matmuls in float32 (default: integer dot products on int16 activations: "
                 "decode GEMVs and prefill GEMMs, AVX2 and up)");
+  sub->add_flag("--kv-f32", a.kv_f32, "Keep the KV cache in float32 on the CPU fast path (default: float16)");
 }
 
 void add_sampling_options(CLI::App* sub, SamplingArgs& a) {
@@ -49,6 +50,7 @@ LoadedModel load_model(const ModelArgs& a) {
   mopts.kernels.isa = kernels::parse_isa(a.isa);
   mopts.kernels.threads = a.threads;
   mopts.kernels.int_dot = !a.f32_dot;
+  mopts.kernels.kv_f16 = !a.kv_f32;
   return mlxcpp::load_model(a.model, mopts);
 }
 

@@ -19,6 +19,7 @@ struct ModelArgs {
   std::string isa = "auto";
   int threads = 0;
   bool f32_dot = false;
+  bool kv_f32 = false;
 };
 
 struct SamplingArgs {
@@ -41,7 +42,7 @@ struct TextArgs {
   std::string template_kwargs;  // a JSON object, "" = none
 };
 
-// --model, --parity, --isa, --threads, --f32-dot.
+// --model, --parity, --isa, --threads, --f32-dot, --kv-f32.
 void add_model_options(CLI::App* sub, ModelArgs& a);
 // --max-tokens, --temp, --top-p, --top-k, --min-p, --min-tokens-to-keep, --xtc-*, --seed,
 // --repetition-*, --prefill-step-size, --max-kv-size, --ignore-eos.

@@ -1,5 +1,7 @@
 #include "kernels/array_access.h"
 
+#include <cstring>
+
 #include <mlx/types/bf16.h>
 #include <mlx/types/half_types.h>
 
@@ -13,12 +15,13 @@ bool is_contiguous_f32(const mx::array& a) { return a.dtype() == mx::float32 && 
 
 namespace {
 
-template <class T>
-void gather(const mx::array& a, float* out) {
+// a's elements in row-major order, converted to O.
+template <class T, class O = float>
+void gather(const mx::array& a, O* out) {
   const T* src = a.data<T>();
   const int nd = a.ndim();
   if (nd == 0) {
-    out[0] = static_cast<float>(src[0]);
+    out[0] = static_cast<O>(src[0]);
     return;
   }
   const auto& shape = a.shape();
@@ -29,7 +32,7 @@ void gather(const mx::array& a, float* out) {
   const int64_t last_stride = strides[nd - 1];
   int64_t base = 0;
   for (size_t done = 0; done < n; done += last) {
-    for (int j = 0; j < last; ++j) *out++ = static_cast<float>(src[base + j * last_stride]);
+    for (int j = 0; j < last; ++j) *out++ = static_cast<O>(src[base + j * last_stride]);
     // Advance the outer index (odometer) and its offset.
     for (int d = nd - 2; d >= 0; --d) {
       base += strides[d];
@@ -52,6 +55,19 @@ const float* contiguous_f32(const mx::array& a, std::vector<float>& scratch) {
     default: throw Error("[kernels] expected a floating array");
   }
   return scratch.data();
+}
+
+void copy_contiguous(const mx::array& a, void* out) {
+  if (a.flags().row_contiguous) {
+    std::memcpy(out, a.data<void>(), a.nbytes());
+    return;
+  }
+  switch (a.dtype()) {
+    case mx::float32: gather<float, float>(a, static_cast<float*>(out)); break;
+    case mx::float16: gather<mx::float16_t, mx::float16_t>(a, static_cast<mx::float16_t*>(out)); break;
+    case mx::bfloat16: gather<mx::bfloat16_t, mx::bfloat16_t>(a, static_cast<mx::bfloat16_t*>(out)); break;
+    default: throw Error("[kernels] expected a floating array");
+  }
 }
 
 std::optional<ScaleType> scale_type(mx::Dtype d) {

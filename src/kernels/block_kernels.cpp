@@ -107,8 +107,15 @@ namespace {
 // memory once per kv head, not once per query head). The keys are split so that there are a
 // few tasks per thread (3 kv heads on 2 threads alone run 2 against 1); the slices'
 // unnormalized outputs merge by their maxima and sums (as flash-decoding does).
-void attention_decode(const KernelContext& ctx, const AttentionShape& s, int splits, const float* q, const float* kc,
-                      const float* vc, float* out) {
+// The VecOps attention routines for a cache of T (float, or float16 bit patterns).
+auto attend_group_fn(const VecOps& v, const float*) { return v.attend_group; }
+auto attend_group_fn(const VecOps& v, const uint16_t*) { return v.attend_group_h; }
+auto attend_tile_fn(const VecOps& v, const float*) { return v.attend_tile; }
+auto attend_tile_fn(const VecOps& v, const uint16_t*) { return v.attend_tile_h; }
+
+template <class T>
+void attention_decode(const KernelContext& ctx, const AttentionShape& s, int splits, const float* q, const T* kc,
+                      const T* vc, float* out) {
   const VecOps& v = vec_ops(ctx.isa());
   const int group = s.heads / s.kv_heads, hd = s.head_dim;
   const int pos = s.offset, first = s.window ? std::max(0, pos - *s.window + 1) : 0, span = pos - first + 1;
@@ -124,8 +131,8 @@ void attention_decode(const KernelContext& ctx, const AttentionShape& s, int spl
     std::vector<float> scores(static_cast<size_t>(group) * (b - a + 1));
     // One slice: the final rows; several: unnormalized parts for the merge below.
     float* o = splits == 1 ? out + static_cast<long>(kvh) * group * hd : part_out.data() + static_cast<long>(task) * group * hd;
-    v.attend_group(qh, group, kc + kv, vc + kv, hd, a, b, s.scale, scores.data(), o,
-                   splits == 1 ? nullptr : part.data() + 2L * task * group);
+    attend_group_fn(v, kc)(qh, group, kc + kv, vc + kv, hd, a, b, s.scale, scores.data(), o,
+                           splits == 1 ? nullptr : part.data() + 2L * task * group);
   });
   if (splits == 1) return;
   for (int h = 0; h < s.heads; ++h) {
@@ -145,10 +152,9 @@ void attention_decode(const KernelContext& ctx, const AttentionShape& s, int spl
   }
 }
 
-}  // namespace
-
-void attention(const KernelContext& ctx, const AttentionShape& s, const float* q, const float* kc,
-               const float* vc, float* out) {
+template <class T>
+void attention_t(const KernelContext& ctx, const AttentionShape& s, const float* q, const T* kc, const T* vc,
+                 float* out) {
   const VecOps& v = vec_ops(ctx.isa());
   const int group = s.heads / s.kv_heads;
   const int hd = s.head_dim;
@@ -168,8 +174,8 @@ void attention(const KernelContext& ctx, const AttentionShape& s, const float* q
   const int qblocks = (s.L + kQBlock - 1) / kQBlock;
   ctx.pool().parallel_for(s.kv_heads * qblocks, [&](int task) {
     const int kvh = task / qblocks, qb = task % qblocks;
-    const float* K = kc + static_cast<long>(kvh) * s.cap * hd;
-    const float* V = vc + static_cast<long>(kvh) * s.cap * hd;
+    const T* K = kc + static_cast<long>(kvh) * s.cap * hd;
+    const T* V = vc + static_cast<long>(kvh) * s.cap * hd;
     const int l0 = qb * kQBlock, P = std::min(s.L, l0 + kQBlock) - l0;
     int first[kQBlock], last[kQBlock];
     for (int p = 0; p < P; ++p) {
@@ -179,8 +185,19 @@ void attention(const KernelContext& ctx, const AttentionShape& s, const float* q
     std::vector<float> scores(static_cast<size_t>(group) * P * (last[P - 1] - first[0] + 1));
     const long row = (static_cast<long>(l0) * s.heads + static_cast<long>(kvh) * group) * hd;
     const long stride = static_cast<long>(s.heads) * hd;
-    v.attend_tile(q + row, stride, group, P, first, last, K, V, hd, s.scale, scores.data(), out + row, stride);
+    attend_tile_fn(v, K)(q + row, stride, group, P, first, last, K, V, hd, s.scale, scores.data(), out + row, stride);
   });
+}
+
+}  // namespace
+
+void attention(const KernelContext& ctx, const AttentionShape& s, const float* q, const void* kc, const void* vc,
+               float* out) {
+  if (s.kv_f16) {
+    attention_t(ctx, s, q, static_cast<const uint16_t*>(kc), static_cast<const uint16_t*>(vc), out);
+  } else {
+    attention_t(ctx, s, q, static_cast<const float*>(kc), static_cast<const float*>(vc), out);
+  }
 }
 
 }  // namespace mlxcpp::kernels

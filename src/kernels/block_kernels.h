@@ -47,14 +47,16 @@ void qlinear_many(const KernelContext& ctx, std::initializer_list<std::pair<QLin
                   int m);
 
 // Causal attention of L new queries (positions offset..offset+L-1) over a cache holding keys
-// 0..offset+L-1: q [L, heads, hd] -> out [L, heads, hd]; k/v cache [kv_heads, cap, hd].
+// 0..offset+L-1: q [L, heads, hd] -> out [L, heads, hd]; k/v cache [kv_heads, cap, hd], float32
+// or, with kv_f16, float16 (bit patterns).
 // `window`: keys older than pos - window + 1 are masked (sliding window).
 struct AttentionShape {
   int heads, kv_heads, head_dim, cap, offset, L;
   float scale;
   std::optional<int> window;
+  bool kv_f16 = false;
 };
-void attention(const KernelContext& ctx, const AttentionShape& s, const float* q, const float* kc,
-               const float* vc, float* out);
+void attention(const KernelContext& ctx, const AttentionShape& s, const float* q, const void* kc, const void* vc,
+               float* out);
 
 }  // namespace mlxcpp::kernels

@@ -60,8 +60,9 @@ void run_mlp(const KernelContext& ctx, const MlpBlockSpec& s, const BlockArrays&
 
 // o = the attention block of h ([batch, L, d]); writes the new rows into the caches kc/vc
 // ([batch, kv_heads, cap, head_dim]); o must not alias h.
+// The caches hold float32 or, with s.kv_f16, float16 (bit patterns).
 void run_attention(const KernelContext& ctx, const AttentionBlockSpec& s, const BlockArrays& in,
-                   const float* h, int cap, float* o, float* kc, float* vc, BlockScratch& sc) {
+                   const float* h, int cap, float* o, void* kc, void* vc, BlockScratch& sc) {
   const int rows = s.L;
   const int qd = s.heads * s.head_dim, kvd = s.kv_heads * s.head_dim;
   const VecOps& v = vec_ops(ctx.isa());
@@ -82,17 +83,25 @@ void run_attention(const KernelContext& ctx, const AttentionBlockSpec& s, const 
       rope_rows(*s.rope, q, rows, s.heads, s.head_dim, s.offset);
       rope_rows(*s.rope, k, rows, s.kv_heads, s.head_dim, s.offset);
     }
-    // Cache write: [kv_heads, cap, hd] rows offset..offset+L of this batch entry.
-    float* kb = kc + static_cast<long>(b) * s.kv_heads * cap * s.head_dim;
-    float* vb = vc + static_cast<long>(b) * s.kv_heads * cap * s.head_dim;
+    // Cache write: [kv_heads, cap, hd] rows offset..offset+L of this batch entry (float16 ones
+    // rounded to nearest even, as MLX's astype).
+    const size_t esize = s.kv_f16 ? sizeof(uint16_t) : sizeof(float);
+    const long entry = static_cast<long>(b) * s.kv_heads * cap * s.head_dim;
+    auto* kb = static_cast<char*>(kc) + entry * esize;
+    auto* vb = static_cast<char*>(vc) + entry * esize;
     for (int l = 0; l < rows; ++l)
       for (int hh = 0; hh < s.kv_heads; ++hh) {
         const long dst = (static_cast<long>(hh) * cap + s.offset + l) * s.head_dim;
         const long srco = (static_cast<long>(l) * s.kv_heads + hh) * s.head_dim;
-        std::memcpy(kb + dst, k + srco, sizeof(float) * s.head_dim);
-        std::memcpy(vb + dst, val + srco, sizeof(float) * s.head_dim);
+        if (s.kv_f16) {
+          v.to_half(k + srco, reinterpret_cast<uint16_t*>(kb) + dst, s.head_dim);
+          v.to_half(val + srco, reinterpret_cast<uint16_t*>(vb) + dst, s.head_dim);
+        } else {
+          std::memcpy(reinterpret_cast<float*>(kb) + dst, k + srco, sizeof(float) * s.head_dim);
+          std::memcpy(reinterpret_cast<float*>(vb) + dst, val + srco, sizeof(float) * s.head_dim);
+        }
       }
-    AttentionShape as{s.heads, s.kv_heads, s.head_dim, cap, s.offset, rows, s.scale, s.window};
+    AttentionShape as{s.heads, s.kv_heads, s.head_dim, cap, s.offset, rows, s.scale, s.window, s.kv_f16};
     attention(ctx, as, q, kb, vb, att);
     float* ob = o + static_cast<long>(b) * rows * s.d;
     qlinear(ctx, view(in, s.slots[3]), att, rows, ob);
@@ -109,7 +118,7 @@ std::pair<bool, bool> cache_outputs(const KernelContext& ctx, const AttentionBlo
   bool copy[2];
   for (int c = 0; c < 2; ++c) {
     const auto& src = inputs[s.cache_first + c];
-    copy[c] = !(s.exclusive && src.flags().row_contiguous && src.dtype() == mx::float32);
+    copy[c] = !(s.exclusive && src.flags().row_contiguous);
     if (copy[c]) {
       outputs[first + c].set_data(mx::allocator::malloc(outputs[first + c].nbytes()));
       ctx.count_cache_copy();
@@ -120,14 +129,18 @@ std::pair<bool, bool> cache_outputs(const KernelContext& ctx, const AttentionBlo
   return {copy[0], copy[1]};
 }
 
-// Fills the copied caches (see cache_outputs) with their inputs' rows.
+// Fills the copied caches (see cache_outputs) with their inputs' rows, in the caches' dtype.
 void copy_caches(const AttentionBlockSpec& s, const std::vector<mx::array>& in, std::vector<mx::array>& out, int first,
                  std::pair<bool, bool> copy) {
   for (int c = 0; c < 2; ++c) {
     if (!(c == 0 ? copy.first : copy.second)) continue;
-    std::vector<float> tmp;
-    const float* src = contiguous_f32(in[s.cache_first + c], tmp);
-    std::memcpy(out[first + c].data<float>(), src, out[first + c].nbytes());
+    const auto& src = in[s.cache_first + c];
+    if (s.kv_f16) {
+      copy_contiguous(src, out[first + c].data<void>());
+    } else {
+      std::vector<float> tmp;
+      std::memcpy(out[first + c].data<float>(), contiguous_f32(src, tmp), out[first + c].nbytes());
+    }
   }
 }
 
@@ -171,7 +184,7 @@ void AttentionBlockPrimitive::eval_cpu(const std::vector<mx::array>& inputs, std
     std::vector<float> hs;
     const float* h = contiguous_f32(in[0], hs);
     BlockScratch sc;
-    run_attention(*ctx, s, {in, {}}, h, out[1].shape(2), out[0].data<float>(), out[1].data<float>(), out[2].data<float>(),
+    run_attention(*ctx, s, {in, {}}, h, out[1].shape(2), out[0].data<float>(), out[1].data<void>(), out[2].data<void>(),
                   sc);
   });
 }
@@ -213,8 +226,8 @@ void DecoderStackPrimitive::eval_cpu(const std::vector<mx::array>& inputs, std::
     for (size_t i = 0; i < attn.size(); ++i) {
       const int first = 1 + 2 * static_cast<int>(i);
       copy_caches(attn[i], in, out, first, copies[i]);
-      run_attention(*ctx, attn[i], arrays, i == 0 ? h : hout, out[first].shape(2), mid.data(), out[first].data<float>(),
-                    out[first + 1].data<float>(), sc);
+      run_attention(*ctx, attn[i], arrays, i == 0 ? h : hout, out[first].shape(2), mid.data(), out[first].data<void>(),
+                    out[first + 1].data<void>(), sc);
       run_mlp(*ctx, mlp[i], arrays, mid.data(), rows, d, hout, sc);
     }
   });

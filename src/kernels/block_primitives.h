@@ -72,12 +72,13 @@ struct AttentionBlockSpec {
   int norm = 1;                           // input index of the input norm's weight [d]
   int cache_first;                        // index of the key cache; the value cache follows
   bool exclusive = false;                 // write the caches in place (see AttentionBlockArgs)
+  bool kv_f16 = false;                    // the caches hold float16 (else float32)
   int q_norm = -1, k_norm = -1;           // input indices of per-head q/k norm weights (-1: none)
   int post_norm = -1;                     // input index of the o projection's post-norm weight
 };
 
 // inputs: h [B, L, d], norm_w, q, k, v, o (LinearSlots), [q/k/post norm weights,] key cache, value cache
-// ([B, kv_heads, cap, head_dim] float32); outputs: h + o(attn), updated key and value caches
+// ([B, kv_heads, cap, head_dim], both float32 or both float16); outputs: h + o(attn), updated key and value caches
 // (the input buffers, updated in place when spec.exclusive says nobody else holds them; else
 // copied first and counted in KernelContext::cache_copies).
 class AttentionBlockPrimitive : public mlx::core::Primitive {

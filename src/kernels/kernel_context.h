@@ -20,6 +20,10 @@ struct KernelOptions {
   // (decode GEMVs: AVX2 and up, 4/5/6/8-bit; prefill GEMMs: AVX2 and up, 2..8-bit); false keeps every
   // product in float32 (--f32-dot).
   bool int_dot = true;
+  // The fused attention blocks store new KV caches in float16 (half the bytes a decode step
+  // reads per cached token; llama.cpp's default cache type); false keeps float32 (--kv-f32).
+  // A cache already holding float32 rows stays float32.
+  bool kv_f16 = true;
 };
 
 class KernelContext {
@@ -27,6 +31,7 @@ class KernelContext {
   explicit KernelContext(const KernelOptions& opts = {});
   Isa isa() const { return isa_; }
   bool int_dot() const { return int_dot_; }
+  bool kv_f16() const { return kv_f16_; }
   int threads() const { return pool_->size(); }
   // Times a primitive's work when profiling.
   class Timer {
@@ -61,6 +66,7 @@ class KernelContext {
  private:
   Isa isa_;
   bool int_dot_;
+  bool kv_f16_;
   std::unique_ptr<ThreadPool> pool_;
   bool profile_;
   mutable std::atomic<int64_t> kernel_ns_{0};

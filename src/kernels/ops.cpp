@@ -208,8 +208,9 @@ MlpBlockSpec add_mlp(Placer& p, const MlpBlockInputs& m) {
 bool attention_ok(const mx::array& h, const AttentionBlockInputs& in) {
   const auto& a = in.args;
   return h.dtype() == mx::float32 && h.ndim() == 3 && norm_ok(in.norm_w, h.shape(2)) && block_ok(in.q) &&
-         block_ok(in.k) && block_ok(in.v) && block_ok(in.o) && in.k_cache.dtype() == mx::float32 &&
-         in.v_cache.dtype() == mx::float32 && in.k_cache.shape(3) == a.head_dim && in.v_cache.shape(3) == a.head_dim &&
+         block_ok(in.k) && block_ok(in.v) && block_ok(in.o) &&
+         (in.k_cache.dtype() == mx::float32 || in.k_cache.dtype() == mx::float16) &&
+         in.v_cache.dtype() == in.k_cache.dtype() && in.k_cache.shape(3) == a.head_dim && in.v_cache.shape(3) == a.head_dim &&
          a.q_norm.has_value() == a.k_norm.has_value() && (!a.q_norm || norm_ok(*a.q_norm, a.head_dim)) &&
          (!a.k_norm || norm_ok(*a.k_norm, a.head_dim)) && (!a.post_norm || norm_ok(*a.post_norm, h.shape(2)));
 }
@@ -218,6 +219,7 @@ AttentionBlockSpec add_attention(Placer& p, const mx::array& h, const AttentionB
   const auto& a = in.args;
   AttentionBlockSpec spec{h.shape(0), h.shape(1), h.shape(2), a.heads, a.kv_heads, a.head_dim, a.offset,
                           a.eps, a.scale, a.window, a.rope, {}, 0, 0, a.exclusive};
+  spec.kv_f16 = in.k_cache.dtype() == mx::float16;
   spec.norm = p.add({in.norm_w});
   for (const auto* l : {&in.q, &in.k, &in.v, &in.o}) spec.slots.push_back(add_linear(p, *l));
   spec.q_norm = p.add_optional(a.q_norm);
@@ -256,7 +258,7 @@ std::optional<std::vector<mx::array>> attention_block(const mx::array& h, const 
   auto spec = add_attention(p, h, in);
   auto s = mx::default_stream(mx::Device::cpu);
   return mx::array::make_arrays({h.shape(), k_cache.shape(), v_cache.shape()},
-                                {mx::float32, mx::float32, mx::float32},
+                                {mx::float32, k_cache.dtype(), v_cache.dtype()},
                                 std::make_shared<AttentionBlockPrimitive>(s, fast, std::move(spec)), std::move(inputs));
 }
 
@@ -270,13 +272,15 @@ std::optional<std::vector<mx::array>> decoder_stack(const mx::array& h, const st
   auto spec = std::make_shared<DecoderStackSpec>();
   Placer p{inputs, &spec->held};
   std::vector<mx::Shape> shapes{h.shape()};
+  std::vector<mx::Dtype> dtypes{mx::float32};
   for (const auto& l : layers) {
     spec->attn.push_back(add_attention(p, h, l.attn));
     spec->mlp.push_back(add_mlp(p, l.mlp));
     shapes.push_back(l.attn.k_cache.shape());
     shapes.push_back(l.attn.v_cache.shape());
+    dtypes.push_back(l.attn.k_cache.dtype());
+    dtypes.push_back(l.attn.v_cache.dtype());
   }
-  std::vector<mx::Dtype> dtypes(shapes.size(), mx::float32);
   auto s = mx::default_stream(mx::Device::cpu);
   return mx::array::make_arrays(std::move(shapes), dtypes,
                                 std::make_shared<DecoderStackPrimitive>(s, fast, std::move(spec)),

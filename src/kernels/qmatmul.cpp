@@ -11,6 +11,7 @@ namespace mlxcpp::kernels {
 KernelContext::KernelContext(const KernelOptions& opts)
     : isa_(isa_supported(opts.isa) ? opts.isa : best_isa()),
       int_dot_(opts.int_dot),
+      kv_f16_(opts.kv_f16),
       pool_(std::make_unique<ThreadPool>(opts.threads > 0 ? opts.threads : physical_cores())),
       profile_(opts.profile) {}
 

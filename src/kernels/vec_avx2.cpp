@@ -36,23 +36,38 @@ __m256 exp256(__m256 x) {
   return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
 }
 
-float dot256(const float* a, const float* b, int n) {
+// Eight cache values as float32: float rows as they are, float16 ones (bit patterns) converted.
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline float to_f32(float x) { return x; }
+inline float to_f32(uint16_t h) { return _cvtsh_ss(h); }
+
+template <class T>
+float dot256(const float* a, const T* b, int n) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int i = 0;
   for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), load8(b + i + 8), acc1);
   }
-  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8(b + i), acc0);
   float s = Avx2::reduce(_mm256_add_ps(acc0, acc1));
-  for (; i < n; ++i) s += a[i] * b[i];
+  for (; i < n; ++i) s = std::fma(a[i], to_f32(b[i]), s);  // fused as written, whatever T
   return s;
 }
-void axpy256(float a, const float* x, float* y, int n) {
+template <class T>
+void axpy256(float a, const T* x, float* y, int n) {
   const __m256 av = _mm256_set1_ps(a);
   int i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] += a * x[i];
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, load8(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] = std::fma(a, to_f32(x[i]), y[i]);
+}
+
+void to_half256(const float* x, uint16_t* y, long n) {
+  long i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
 }
 float sumsq256(const float* x, int n) { return dot256(x, x, n); }
 
@@ -79,14 +94,14 @@ float softmax_numerators(float* sc, int n, float* max_out) {
 }
 
 // out[0 .. 8 NV) = inv * sum_j p[j] * v[j * hd ..], NV vectors of a row at once.
-template <int NV>
-void weighted_rows(const float* p, const float* v, int hd, int n, float inv, float* out) {
+template <int NV, class T>
+void weighted_rows(const float* p, const T* v, int hd, int n, float inv, float* out) {
   __m256 acc[NV];
   for (int i = 0; i < NV; ++i) acc[i] = _mm256_setzero_ps();
   for (int j = 0; j < n; ++j) {
     const __m256 pj = _mm256_set1_ps(p[j]);
-    const float* row = v + static_cast<long>(j) * hd;
-    for (int i = 0; i < NV; ++i) acc[i] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(row + 8 * i), acc[i]);
+    const T* row = v + static_cast<long>(j) * hd;
+    for (int i = 0; i < NV; ++i) acc[i] = _mm256_fmadd_ps(pj, load8(row + 8 * i), acc[i]);
   }
   const __m256 iv = _mm256_set1_ps(inv);
   for (int i = 0; i < NV; ++i) _mm256_storeu_ps(out + 8 * i, _mm256_mul_ps(acc[i], iv));
@@ -94,8 +109,8 @@ void weighted_rows(const float* p, const float* v, int hd, int n, float inv, flo
 
 // Scores of H query rows q[h] against four key rows (hd apart) into sc[h][j..j+3]: one
 // transposing reduction per row.
-template <int H>
-inline void scores_rows(const float* const* q, const float* kr, int hd, float scale, float* const* sc, int j) {
+template <int H, class T>
+inline void scores_rows(const float* const* q, const T* kr, int hd, float scale, float* const* sc, int j) {
   __m256 a[H][4];
   for (int h = 0; h < H; ++h)
     for (int i = 0; i < 4; ++i) a[h][i] = _mm256_setzero_ps();
@@ -103,7 +118,7 @@ inline void scores_rows(const float* const* q, const float* kr, int hd, float sc
     __m256 qv[H];
     for (int h = 0; h < H; ++h) qv[h] = _mm256_loadu_ps(q[h] + c);
     for (int i = 0; i < 4; ++i) {
-      const __m256 kv = _mm256_loadu_ps(kr + static_cast<long>(i) * hd + c);
+      const __m256 kv = load8(kr + static_cast<long>(i) * hd + c);
       for (int h = 0; h < H; ++h) a[h][i] = _mm256_fmadd_ps(qv[h], kv, a[h][i]);
     }
   }
@@ -115,8 +130,8 @@ inline void scores_rows(const float* const* q, const float* kr, int hd, float sc
 }
 
 // Scores of H query rows (hd apart) against four key rows into sc (rows n apart).
-template <int H>
-inline void scores4(const float* q, const float* kr, int hd, float scale, float* sc, int n) {
+template <int H, class T>
+inline void scores4(const float* q, const T* kr, int hd, float scale, float* sc, int n) {
   const float* qr[H];
   float* sr[H];
   for (int h = 0; h < H; ++h) qr[h] = q + static_cast<long>(h) * hd, sr[h] = sc + static_cast<long>(h) * n;
@@ -124,7 +139,8 @@ inline void scores4(const float* q, const float* kr, int hd, float scale, float*
 }
 
 // out[hd] = inv * sum_j p[j] v[j], 64 features (8 accumulators) per pass over the rows.
-void weighted_sum(const float* p, const float* v, int hd, int n, float inv, float* out) {
+template <class T>
+void weighted_sum(const float* p, const T* v, int hd, int n, float inv, float* out) {
   for (int c = 0; c < hd; c += 64) {
     switch (std::min(64, hd - c) / 8) {
       case 8: weighted_rows<8>(p, v + c, hd, n, inv, out + c); break;
@@ -142,7 +158,8 @@ void weighted_sum(const float* p, const float* v, int hd, int n, float inv, floa
 // VecOps::attend_group: G query rows of one kv head. Each block of four key rows is scored
 // against every query row while it is in L1 (two rows per pass), so the cache is read from
 // memory once per kv head instead of once per query head.
-void attend_group256(const float* q, int G, const float* k, const float* v, int hd, int first, int last, float scale,
+template <class T>
+void attend_group256(const float* q, int G, const T* k, const T* v, int hd, int first, int last, float scale,
                      float* sc, float* out, float* part) {
   const int n = last - first + 1;
   k += static_cast<long>(first) * hd;
@@ -156,10 +173,10 @@ void attend_group256(const float* q, int G, const float* k, const float* v, int 
     // token): requested ahead, the keys kPf rows ahead and the value rows of these four keys
     // for the pass after.
     constexpr int kPf = 16;
-    const long bytes4 = 4L * hd * sizeof(float);
+    const long bytes4 = 4L * hd * sizeof(T);
     int j = 0;
     for (; j + 4 <= n; j += 4) {
-      const float* kr = k + static_cast<long>(j) * hd;
+      const T* kr = k + static_cast<long>(j) * hd;
       if (j + kPf < n) {
         const char* kp = reinterpret_cast<const char*>(kr + static_cast<long>(kPf) * hd);
         for (long o = 0; o < bytes4; o += 64) _mm_prefetch(kp + o, _MM_HINT_T0);
@@ -198,15 +215,15 @@ void attend256(const float* q, const float* k, const float* v, int hd, int first
 
 // out rows o[m] (m < MB) = inv[m] * sum_j p[m][j] v[j] over columns [c, c + 8 NV) and keys
 // [j0, j1): each value row's columns are loaded once for MB rows of weights.
-template <int MB, int NV>
-void weighted_block(const float* const* p, const float* v, int hd, int j0, int j1, const float* inv, float* const* o,
+template <int MB, int NV, class T>
+void weighted_block(const float* const* p, const T* v, int hd, int j0, int j1, const float* inv, float* const* o,
                     int c) {
   __m256 acc[MB][NV];
   for (int m = 0; m < MB; ++m)
     for (int i = 0; i < NV; ++i) acc[m][i] = _mm256_setzero_ps();
   for (int j = j0; j < j1; ++j) {
     __m256 vr[NV];
-    for (int i = 0; i < NV; ++i) vr[i] = _mm256_loadu_ps(v + static_cast<long>(j) * hd + c + 8 * i);
+    for (int i = 0; i < NV; ++i) vr[i] = load8(v + static_cast<long>(j) * hd + c + 8 * i);
     for (int m = 0; m < MB; ++m) {
       const __m256 pj = _mm256_set1_ps(p[m][j]);
       for (int i = 0; i < NV; ++i) acc[m][i] = _mm256_fmadd_ps(pj, vr[i], acc[m][i]);
@@ -222,8 +239,9 @@ void weighted_block(const float* const* p, const float* v, int hd, int j0, int j
 // outside its own keys are zero (exp of nothing: written 0), so each output is the same sum
 // in the same order as attend_group's (adding 0 * v leaves a float sum unchanged; a few
 // scores may round differently: the blocks of four keys start at the tile's first key).
-void attend_tile256(const float* q, long q_stride, int G, int P, const int* first, const int* last, const float* k,
-                    const float* v, int hd, float scale, float* sc, float* out, long out_stride) {
+template <class T>
+void attend_tile256(const float* q, long q_stride, int G, int P, const int* first, const int* last, const T* k,
+                    const T* v, int hd, float scale, float* sc, float* out, long out_stride) {
   if (hd % 8 != 0) {
     for (int p = 0; p < P; ++p)
       attend_group256(q + p * q_stride, G, k, v, hd, first[p], last[p], scale, sc, out + p * out_stride, nullptr);
@@ -247,7 +265,7 @@ void attend_tile256(const float* q, long q_stride, int G, int P, const int* firs
   // any of their key ranges.
   int j = 0;
   for (; j + 4 <= n; j += 4) {
-    const float* kr = k + static_cast<long>(j) * hd;
+    const T* kr = k + static_cast<long>(j) * hd;
     for (int r0 = 0; r0 < rows; r0 += 3) {
       const int mb = std::min(3, rows - r0);
       if (j + 4 <= *std::min_element(lo.begin() + r0, lo.begin() + r0 + mb) ||
@@ -335,8 +353,9 @@ void gelu_mul256(const float* g, const float* u, float* y, long n) {
 }  // namespace
 
 const VecOps& vec_ops_avx2() {
-  static const VecOps ops{dot256,     axpy256,    sumsq256,    attend256, attend_group256,
-                          attend_tile256, sum_exp256, silu_mul256, gelu_mul256};
+  static const VecOps ops{dot256<float>,           axpy256<float>,        sumsq256,        attend256,
+                          attend_group256<float>,  attend_tile256<float>, sum_exp256,      silu_mul256,
+                          gelu_mul256,             attend_group256<uint16_t>, attend_tile256<uint16_t>, to_half256};
   return ops;
 }
 

@@ -1,6 +1,8 @@
 // Small float32 vector routines the block kernels are built from, one table per ISA.
 #pragma once
 
+#include <cstdint>
+
 #include "kernels/cpu_features.h"
 
 namespace mlxcpp::kernels {
@@ -31,6 +33,16 @@ struct VecOps {
   // y = silu(g) * u (mlx-lm's swiglu) and y = gelu_approx(g) * u (the tanh form; Gemma's GeGLU).
   void (*silu_mul)(const float* g, const float* u, float* y, long n);
   void (*gelu_mul)(const float* g, const float* u, float* y, long n);
+  // attend_group and attend_tile over a float16 cache (k and v hold IEEE half bit patterns):
+  // each row converted to float32 as it is read, then the same arithmetic in the same order,
+  // so the results are those of the float32 kernels on the rounded rows.
+  void (*attend_group_h)(const float* q, int G, const uint16_t* k, const uint16_t* v, int hd, int first, int last,
+                         float scale, float* scores, float* out, float* part);
+  void (*attend_tile_h)(const float* q, long q_stride, int G, int P, const int* first, const int* last,
+                        const uint16_t* k, const uint16_t* v, int hd, float scale, float* scores, float* out,
+                        long out_stride);
+  // y[i] = x[i] rounded to float16 (nearest even; MLX's astype), as bit patterns.
+  void (*to_half)(const float* x, uint16_t* y, long n);
 };
 
 const VecOps& vec_ops(Isa isa);

@@ -2,22 +2,42 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+
+#include <mlx/types/half_types.h>
+
+#include "kernels/scale_load.h"
 
 namespace mlxcpp::kernels {
 
 namespace {
 
-float dot(const float* a, const float* b, int n) {
+// A cache value as float32 (float16 ones are bit patterns).
+inline float to_f32(float x) { return x; }
+inline float to_f32(uint16_t h) { return PortableHalf::f16(h); }
+
+template <class T>
+float dot(const float* a, const T* b, int n) {
   float s = 0.f;
-  for (int i = 0; i < n; ++i) s += a[i] * b[i];
+  for (int i = 0; i < n; ++i) s += a[i] * to_f32(b[i]);
   return s;
 }
-void axpy(float a, const float* x, float* y, int n) {
-  for (int i = 0; i < n; ++i) y[i] += a * x[i];
+template <class T>
+void axpy(float a, const T* x, float* y, int n) {
+  for (int i = 0; i < n; ++i) y[i] += a * to_f32(x[i]);
+}
+
+void to_half(const float* x, uint16_t* y, long n) {
+  for (long i = 0; i < n; ++i) {
+    const mlx::core::float16_t h(x[i]);
+    std::memcpy(y + i, &h, sizeof h);
+  }
 }
 float sum_squares(const float* x, int n) { return dot(x, x, n); }
 
-void attend(const float* q, const float* k, const float* v, int hd, int first, int last, float scale, float* scores,
+
+template <class T>
+void attend(const float* q, const T* k, const T* v, int hd, int first, int last, float scale, float* scores,
             float* out, float* part) {
   const int n = last - first + 1;
   k += static_cast<long>(first) * hd;
@@ -32,7 +52,8 @@ void attend(const float* q, const float* k, const float* v, int hd, int first, i
   if (part) part[0] = mx, part[1] = sum;
 }
 
-void attend_group(const float* q, int G, const float* k, const float* v, int hd, int first, int last, float scale,
+template <class T>
+void attend_group(const float* q, int G, const T* k, const T* v, int hd, int first, int last, float scale,
                   float* scores, float* out, float* part) {
   const long n = last - first + 1;
   for (int h = 0; h < G; ++h) {
@@ -41,8 +62,9 @@ void attend_group(const float* q, int G, const float* k, const float* v, int hd,
   }
 }
 
-void attend_tile(const float* q, long q_stride, int G, int P, const int* first, const int* last, const float* k,
-                 const float* v, int hd, float scale, float* scores, float* out, long out_stride) {
+template <class T>
+void attend_tile(const float* q, long q_stride, int G, int P, const int* first, const int* last, const T* k,
+                 const T* v, int hd, float scale, float* scores, float* out, long out_stride) {
   for (int p = 0; p < P; ++p)
     attend_group(q + p * q_stride, G, k, v, hd, first[p], last[p], scale, scores, out + p * out_stride, nullptr);
 }
@@ -68,7 +90,18 @@ void gelu_mul(const float* g, const float* u, float* y, long n) {
 }  // namespace
 
 const VecOps& vec_ops_scalar() {
-  static const VecOps ops{dot, axpy, sum_squares, attend, attend_group, attend_tile, sum_exp, silu_mul, gelu_mul};
+  static const VecOps ops{dot<float>,
+                          axpy<float>,
+                          sum_squares,
+                          attend<float>,
+                          attend_group<float>,
+                          attend_tile<float>,
+                          sum_exp,
+                          silu_mul,
+                          gelu_mul,
+                          attend_group<uint16_t>,
+                          attend_tile<uint16_t>,
+                          to_half};
   return ops;
 }
 

@@ -9,6 +9,7 @@ namespace {
 // An attention layer the block kernels cover, with its cache; nullopt where they don't.
 struct CoveredAttention {
   KVCache* kv;
+  mx::Dtype kv_dtype;  // of the cache's rows: its buffers', or for a new cache the context's choice
   kernels::AttentionBlockArgs args;
   kernels::BlockLinear q, k, v, o;
 };
@@ -26,9 +27,12 @@ std::optional<CoveredAttention> covered(const mx::array& x, const FusedAttention
   }
   auto q = layer.q.block_view(), k = layer.k.block_view(), v = layer.v.block_view(), o = layer.o.block_view();
   if (!q || !k || !v || !o) return std::nullopt;
+  mx::Dtype kv_dtype = fast->kv_f16() ? mx::float16 : mx::float32;
   if (!kv->empty()) {
     auto state = kv->state_to_eval();  // looked at, not kept
-    if (state[0].dtype() != mx::float32 || state[0].shape(0) != x.shape(0) || state[0].shape(1) != layer.kv_heads ||
+    kv_dtype = state[0].dtype();
+    if ((state[0].dtype() != mx::float32 && state[0].dtype() != mx::float16) || state[1].dtype() != state[0].dtype() ||
+        state[0].shape(0) != x.shape(0) || state[0].shape(1) != layer.kv_heads ||
         state[0].shape(3) != layer.head_dim) {
       return std::nullopt;
     }
@@ -44,7 +48,7 @@ std::optional<CoveredAttention> covered(const mx::array& x, const FusedAttention
   args.q_norm = layer.q_norm;
   args.k_norm = layer.k_norm;
   args.post_norm = layer.post_norm;
-  return CoveredAttention{kv, std::move(args), *q, *k, *v, *o};
+  return CoveredAttention{kv, kv_dtype, std::move(args), *q, *k, *v, *o};
 }
 
 // The cache's buffers grown for L more rows and handed over: the block writes the new rows
@@ -52,7 +56,7 @@ std::optional<CoveredAttention> covered(const mx::array& x, const FusedAttention
 // the block's sibling outputs hold them too.)
 std::pair<mx::array, mx::array> take_cache(CoveredAttention& a, const mx::array& x) {
   a.args.exclusive = a.kv->exclusive();
-  return a.kv->take_for_update(x.shape(0), a.args.kv_heads, x.shape(1), a.args.head_dim, a.args.head_dim, mx::float32);
+  return a.kv->take_for_update(x.shape(0), a.args.kv_heads, x.shape(1), a.args.head_dim, a.args.head_dim, a.kv_dtype);
 }
 
 }  // namespace

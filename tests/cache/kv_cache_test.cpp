@@ -146,6 +146,22 @@ TEST(KVCache, StateRoundTrip) {  // test_save_load, minus the file
   EXPECT_THROW(loaded.set_state(mx::zeros({8, 10, 4}), st[1], 1), Error);
 }
 
+// Buffers of another dtype (the CPU fast path's float16 cache) keep it, also when they grow: new
+// rows are rounded into them, and the fetched keys/values are float16.
+TEST(KVCache, NewRowsTakeTheBuffersDtype) {
+  KVCache c;
+  auto k0 = mx::astype(mx::random::normal({1, 2, 3, 8}), mx::float16), v0 = mx::astype(mx::random::normal({1, 2, 3, 8}), mx::float16);
+  c.set_state(k0, v0, 3);  // full: the update grows the buffers
+  auto k1 = mx::random::normal({1, 2, 1, 8}), v1 = mx::random::normal({1, 2, 1, 8});
+  auto [k, v] = c.update_and_fetch(k1, v1);
+  EXPECT_EQ(k.dtype(), mx::float16);
+  EXPECT_EQ(v.dtype(), mx::float16);
+  ASSERT_EQ(k.shape(2), 4);
+  EXPECT_TRUE(mx::array_equal(mx::slice(k, {0, 0, 0, 0}, {1, 2, 3, 8}), k0).item<bool>());
+  EXPECT_TRUE(mx::array_equal(mx::slice(k, {0, 0, 3, 0}, {1, 2, 4, 8}), mx::astype(k1, mx::float16)).item<bool>());
+  EXPECT_TRUE(mx::array_equal(mx::slice(v, {0, 0, 3, 0}, {1, 2, 4, 8}), mx::astype(v1, mx::float16)).item<bool>());
+}
+
 TEST(KVCache, RejectsMalformedUpdates) {
   KVCache cache;
   EXPECT_THROW(cache.update_and_fetch(mx::zeros({8, 10, 4}), mx::zeros({8, 10, 4})), Error);

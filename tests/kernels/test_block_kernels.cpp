@@ -97,7 +97,10 @@ TEST(BlockKernels, AttentionMatchesSdpaWithGqaCausalAndWindow) {
       auto qr = mx::contiguous(mx::transpose(q, {0, 2, 1, 3}));
       auto pad = [&](const mx::array& a) { return mx::contiguous(mx::pad(a, {{0, 0}, {0, 0}, {0, cap - S}, {0, 0}})); };
       auto kc = pad(k), vc = pad(v);
-      mx::eval({qr, kc, vc, ref});
+      // A float16 cache, and its rows rounded back to float32.
+      auto kh = mx::astype(kc, mx::float16), vh = mx::astype(vc, mx::float16);
+      auto kr = mx::astype(kh, mx::float32), vr = mx::astype(vh, mx::float32);
+      mx::eval({qr, kc, vc, ref, kh, vh, kr, vr});
       for (Isa isa : isas()) {
         KernelContext ctx(KernelOptions{isa, 2});
         std::vector<float> out(static_cast<size_t>(L) * heads * hd);
@@ -107,8 +110,32 @@ TEST(BlockKernels, AttentionMatchesSdpaWithGqaCausalAndWindow) {
         EXPECT_LE(max_abs_diff(got, ref), 1e-5f) << isa_name(isa) << " heads=" << heads << "/" << kv_heads
                                                  << " offset=" << offset << " L=" << L
                                                  << " hd=" << hd << " window=" << window.value_or(0);
+        // Over the float16 cache: exactly the float32 kernel's result on the rounded rows.
+        std::vector<float> out_rounded(out.size()), out_half(out.size());
+        attention(ctx, s, qr.data<float>(), kr.data<float>(), vr.data<float>(), out_rounded.data());
+        s.kv_f16 = true;
+        attention(ctx, s, qr.data<float>(), kh.data<mx::float16_t>(), vh.data<mx::float16_t>(), out_half.data());
+        EXPECT_EQ(out_half, out_rounded) << isa_name(isa) << " float16 cache, heads=" << heads << "/" << kv_heads
+                                         << " offset=" << offset << " L=" << L << " hd=" << hd
+                                         << " window=" << window.value_or(0);
       }
     }
+  }
+}
+
+// Rounding to float16 for the cache: bit-identical to MLX's astype, including ties, values
+// beyond float16's range (inf), subnormals and a tail after the vectors.
+TEST(BlockKernels, ToHalfMatchesMlxAstype) {
+  auto x = mx::multiply(randn({1003}, 7), mx::array(3.f));
+  x = mx::concatenate({x, mx::array({70000.f, -70000.f, 65519.f, 65520.f, 1e-6f, -3e-7f, 6e-8f, 1.00048828125f,
+                                     1.00146484375f, 0.f, -0.f})});
+  auto ref = mx::astype(x, mx::float16);
+  mx::eval({x, ref});
+  for (Isa isa : isas()) {
+    std::vector<uint16_t> got(x.size());
+    vec_ops(isa).to_half(x.data<float>(), got.data(), static_cast<long>(x.size()));
+    const auto* want = reinterpret_cast<const uint16_t*>(ref.data<mx::float16_t>());
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << isa_name(isa) << " x[" << i << "]";
   }
 }
 
