@@ -85,24 +85,21 @@ void run_attention(const KernelContext& ctx, const AttentionBlockSpec& s, const 
     }
     // Cache write: [kv_heads, cap, hd] rows offset..offset+L of this batch entry (float16 ones
     // rounded to nearest even, as MLX's astype).
-    const size_t esize = s.kv_f16 ? sizeof(uint16_t) : sizeof(float);
     const long entry = static_cast<long>(b) * s.kv_heads * cap * s.head_dim;
-    auto* kb = static_cast<char*>(kc) + entry * esize;
-    auto* vb = static_cast<char*>(vc) + entry * esize;
+    auto put = [&](void* cache, long row, const float* src) {
+      if (s.kv_f16) v.to_half(src, static_cast<uint16_t*>(cache) + entry + row, s.head_dim);
+      else std::memcpy(static_cast<float*>(cache) + entry + row, src, sizeof(float) * s.head_dim);
+    };
     for (int l = 0; l < rows; ++l)
       for (int hh = 0; hh < s.kv_heads; ++hh) {
         const long dst = (static_cast<long>(hh) * cap + s.offset + l) * s.head_dim;
         const long srco = (static_cast<long>(l) * s.kv_heads + hh) * s.head_dim;
-        if (s.kv_f16) {
-          v.to_half(k + srco, reinterpret_cast<uint16_t*>(kb) + dst, s.head_dim);
-          v.to_half(val + srco, reinterpret_cast<uint16_t*>(vb) + dst, s.head_dim);
-        } else {
-          std::memcpy(reinterpret_cast<float*>(kb) + dst, k + srco, sizeof(float) * s.head_dim);
-          std::memcpy(reinterpret_cast<float*>(vb) + dst, val + srco, sizeof(float) * s.head_dim);
-        }
+        put(kc, dst, k + srco);
+        put(vc, dst, val + srco);
       }
     AttentionShape as{s.heads, s.kv_heads, s.head_dim, cap, s.offset, rows, s.scale, s.window, s.kv_f16};
-    attention(ctx, as, q, kb, vb, att);
+    const long entry_bytes = entry * static_cast<long>(s.kv_f16 ? sizeof(uint16_t) : sizeof(float));
+    attention(ctx, as, q, static_cast<char*>(kc) + entry_bytes, static_cast<char*>(vc) + entry_bytes, att);
     float* ob = o + static_cast<long>(b) * rows * s.d;
     qlinear(ctx, view(in, s.slots[3]), att, rows, ob);
     if (s.post_norm >= 0) rms_norm_rows(v, ob, in[s.post_norm].data<float>(), s.eps, rows, s.d, ob);
@@ -134,13 +131,7 @@ void copy_caches(const AttentionBlockSpec& s, const std::vector<mx::array>& in, 
                  std::pair<bool, bool> copy) {
   for (int c = 0; c < 2; ++c) {
     if (!(c == 0 ? copy.first : copy.second)) continue;
-    const auto& src = in[s.cache_first + c];
-    if (s.kv_f16) {
-      copy_contiguous(src, out[first + c].data<void>());
-    } else {
-      std::vector<float> tmp;
-      std::memcpy(out[first + c].data<float>(), contiguous_f32(src, tmp), out[first + c].nbytes());
-    }
+    copy_contiguous(in[s.cache_first + c], out[first + c].data<void>());
   }
 }
 
