@@ -105,9 +105,8 @@ float sumsq512(const float* x, int n) { return dot512(x, x, n); }
 const VecOps& vec_ops_avx512() {
   // The exp-based routines are AVX2's (AVX-512 CPUs have it).
   const VecOps& a2 = vec_ops_avx2();
-  static const VecOps ops{dot512,      axpy512,        sumsq512,         a2.attend,        a2.attend_group,
-                          a2.attend_tile, a2.sum_exp, a2.silu_mul,      a2.gelu_mul,      a2.attend_group_h,
-                          a2.attend_tile_h, a2.to_half};
+  static const VecOps ops{axpy512,     sumsq512,    a2.attend_group,   a2.attend_tile,   a2.sum_exp,
+                          a2.silu_mul, a2.gelu_mul, a2.attend_group_h, a2.attend_tile_h, a2.to_half};
   return ops;
 }
 

@@ -208,11 +208,6 @@ void attend_group256(const float* q, int G, const T* k, const T* v, int hd, int 
   }
 }
 
-void attend256(const float* q, const float* k, const float* v, int hd, int first, int last, float scale, float* sc,
-               float* out, float* part) {
-  attend_group256(q, 1, k, v, hd, first, last, scale, sc, out, part);
-}
-
 // out rows o[m] (m < MB) = inv[m] * sum_j p[m][j] v[j] over columns [c, c + 8 NV) and keys
 // [j0, j1): each value row's columns are loaded once for MB rows of weights.
 template <int MB, int NV, class T>
@@ -353,9 +348,10 @@ void gelu_mul256(const float* g, const float* u, float* y, long n) {
 }  // namespace
 
 const VecOps& vec_ops_avx2() {
-  static const VecOps ops{dot256<float>,           axpy256<float>,        sumsq256,        attend256,
-                          attend_group256<float>,  attend_tile256<float>, sum_exp256,      silu_mul256,
-                          gelu_mul256,             attend_group256<uint16_t>, attend_tile256<uint16_t>, to_half256};
+  static const VecOps ops{axpy256<float>,         sumsq256,                  attend_group256<float>,
+                          attend_tile256<float>,  sum_exp256,                silu_mul256,
+                          gelu_mul256,            attend_group256<uint16_t>, attend_tile256<uint16_t>,
+                          to_half256};
   return ops;
 }
 

@@ -8,18 +8,13 @@
 namespace mlxcpp::kernels {
 
 struct VecOps {
-  float (*dot)(const float* a, const float* b, int n);
   void (*axpy)(float a, const float* x, float* y, int n);  // y += a * x
   float (*sum_squares)(const float* x, int n);
-  // Attention of one query row q[hd] over the key and value rows first..last (hd floats each,
-  // rows hd apart from k / v): out[hd] = softmax(scale * K q) V. scores: scratch of at least
-  // last - first + 1 floats. With `part` (a slice of a longer range, to be merged): out is left
-  // unnormalized, sum_j exp(s_j - m) v_j, and part receives {m, sum_j exp(s_j - m)}.
-  void (*attend)(const float* q, const float* k, const float* v, int hd, int first, int last, float scale,
-                 float* scores, float* out, float* part);
-  // attend for G query rows of one kv head at once (q and out: G rows of hd; scores: G * (last -
-  // first + 1) floats; part: G pairs): the same values as G calls of attend, reading each key
-  // and value row once.
+  // Attention of G query rows of one kv head (q and out: G rows of hd) over the key and value
+  // rows first..last (hd floats each, rows hd apart from k / v): out = softmax(scale * K q) V
+  // per row. scores: scratch of G * (last - first + 1) floats. With `part` (a slice of a longer
+  // range, to be merged; G pairs): out is left unnormalized, sum_j exp(s_j - m) v_j, and part
+  // receives {m, sum_j exp(s_j - m)} per row. Each key and value row is read once for all G.
   void (*attend_group)(const float* q, int G, const float* k, const float* v, int hd, int first, int last, float scale,
                        float* scores, float* out, float* part);
   // A prompt's tile: P consecutive positions of one kv head, G query rows each (position p's

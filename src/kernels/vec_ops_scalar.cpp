@@ -90,10 +90,8 @@ void gelu_mul(const float* g, const float* u, float* y, long n) {
 }  // namespace
 
 const VecOps& vec_ops_scalar() {
-  static const VecOps ops{dot<float>,
-                          axpy<float>,
+  static const VecOps ops{axpy<float>,
                           sum_squares,
-                          attend<float>,
                           attend_group<float>,
                           attend_tile<float>,
                           sum_exp,
