@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--parity")) opts.parity = true;
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) opts.kernels.threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--mlx-layout")) opts.kernels.repack = false;
     else steps = std::atoi(argv[i]);
   }
   auto loaded = mlxcpp::load_model(argv[1], opts);

@@ -28,12 +28,22 @@ struct Fixture {
   QMatrixView view() const {
     return {w.data<uint32_t>(), scales.data<void>(), biases.data<void>(), n, k, bits, group, ScaleType::kF16};
   }
+  // The same matrix in the fast path's kRows8 layout (what a model loads in fast mode).
+  QMatrixView rows8_view() {
+    if (packed.empty()) {
+      packed.resize(static_cast<size_t>(n) * rows8_row_words(k, bits, group, ScaleType::kF16));
+      repack_rows8(view(), packed.data());
+    }
+    return {packed.data(), nullptr, nullptr, n, k, bits, group, ScaleType::kF16, QLayout::kRows8};
+  }
+  std::vector<uint32_t> packed;
 };
 
 void BM_QMatmul(benchmark::State& state) {
   const int m = state.range(0), n = state.range(1), k = state.range(2), bits = state.range(3);
   const auto isa = static_cast<Isa>(state.range(4));
   const int threads = state.range(5);
+  const bool rows8 = state.range(6) != 0;
   if (!isa_supported(isa)) {
     state.SkipWithError("ISA not supported here");
     return;
@@ -41,23 +51,24 @@ void BM_QMatmul(benchmark::State& state) {
   Fixture f(m, n, k, bits, 32);
   KernelContext ctx(KernelOptions{isa, threads});
   std::vector<float> out(static_cast<size_t>(m) * n);
+  const QMatrixView view = rows8 ? f.rows8_view() : f.view();
   for (auto _ : state) {
-    qmatmul(ctx, f.x.data<float>(), m, f.view(), out.data());
+    qmatmul(ctx, f.x.data<float>(), m, view, out.data());
     benchmark::DoNotOptimize(out.data());
   }
   const double bytes = f.w.nbytes() + f.scales.nbytes() + f.biases.nbytes();
   state.counters["weight_GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(isa_name(isa));
+  state.SetLabel(std::string(isa_name(isa)) + (rows8 ? " rows8" : " mlx-layout"));
 }
 
-// {m, n, k, bits, isa (1 avx2, 2 avx512), threads}: decode GEMV on an L2-resident matrix
+// {m, n, k, bits, isa (1 avx2, 2 avx512), threads, layout (0 MLX's, 1 kRows8)}: decode GEMV on an L2-resident matrix
 // (256 rows: the kernel's arithmetic), an L3-resident one (gate/up), on lm_head and on 4x lm_head (larger than L3: streamed from memory, as a whole
 // decode step is), a batch of 8 decoding sequences and a prefill GEMM.
 BENCHMARK(BM_QMatmul)
-    ->ArgsProduct({{1}, {256, 1536, 49152, 196608}, {576}, {4, 8}, {1, 2}, {1, 2}})
-    ->ArgsProduct({{2, 4, 8}, {1536, 49152}, {576}, {4, 8}, {1, 2}, {2}})
-    ->ArgsProduct({{128}, {1536}, {576}, {4}, {1, 2}, {1, 2}})
+    ->ArgsProduct({{1}, {256, 1536, 49152, 196608}, {576}, {4, 8}, {1, 2}, {1, 2}, {0, 1}})
+    ->ArgsProduct({{2, 4, 8}, {1536, 49152}, {576}, {4, 8}, {1, 2}, {2}, {0, 1}})
+    ->ArgsProduct({{128}, {1536}, {576}, {4}, {1, 2}, {1, 2}, {0, 1}})
     ->Unit(benchmark::kMicrosecond);
 
 // A 512-token prefill GEMM on Gemma 3 270M's shapes (gate/up 2048 x 640, down 640 x 2048) at

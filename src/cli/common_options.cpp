@@ -17,6 +17,9 @@ void add_model_options(CLI::App* sub, ModelArgs& a) {
                 "Quantized matmuls in float32 (default: integer dot products on int16 activations: "
                 "decode GEMVs and prefill GEMMs, AVX2 and up)");
   sub->add_flag("--kv-f32", a.kv_f32, "Keep the KV cache in float32 on the CPU fast path (default: float16)");
+  sub->add_flag("--mlx-layout", a.mlx_layout,
+                "Keep quantized weights in MLX's layout on the CPU fast path (default: 4/8-bit ones repacked at load "
+                "for the integer kernels)");
 }
 
 void add_sampling_options(CLI::App* sub, SamplingArgs& a) {
@@ -51,6 +54,7 @@ LoadedModel load_model(const ModelArgs& a) {
   mopts.kernels.threads = a.threads;
   mopts.kernels.int_dot = !a.f32_dot;
   mopts.kernels.kv_f16 = !a.kv_f32;
+  mopts.kernels.repack = !a.mlx_layout;
   return mlxcpp::load_model(a.model, mopts);
 }
 

@@ -20,6 +20,7 @@ struct ModelArgs {
   int threads = 0;
   bool f32_dot = false;
   bool kv_f32 = false;
+  bool mlx_layout = false;
 };
 
 struct SamplingArgs {
@@ -42,7 +43,7 @@ struct TextArgs {
   std::string template_kwargs;  // a JSON object, "" = none
 };
 
-// --model, --parity, --isa, --threads, --f32-dot, --kv-f32.
+// --model, --parity, --isa, --threads, --f32-dot, --kv-f32, --mlx-layout.
 void add_model_options(CLI::App* sub, ModelArgs& a);
 // --max-tokens, --temp, --top-p, --top-k, --min-p, --min-tokens-to-keep, --xtc-*, --seed,
 // --repetition-*, --prefill-step-size, --max-kv-size, --ignore-eos.

@@ -34,4 +34,17 @@ ScalePair scale_pair(const mlx::core::array& s, const mlx::core::array& b, std::
 // Whether `a` is float32 and row-contiguous (usable in place).
 bool is_contiguous_f32(const mlx::core::array& a);
 
+// A matrix in the fast path's kRows8 layout (qmatmul.h) travels as MLX arrays too: w [n,
+// rows8_row_words] uint32 holds the stream, scales and biases are empty arrays of the scale
+// type (an MLX-layout matrix of n > 0 rows never has empty scales).
+inline bool is_rows8(const mlx::core::array& w, const mlx::core::array& scales) {
+  return scales.size() == 0 && w.size() > 0;
+}
+// The number of columns (k) of a quantized matrix in either layout.
+int quantized_k(const mlx::core::array& w, const mlx::core::array& scales, int bits, int group);
+// The kernels' view of a quantized matrix in either layout (MLX layout: scales and biases
+// row-contiguous of one type scale_type covers).
+QMatrixView quantized_view(const mlx::core::array& w, const mlx::core::array& scales, const mlx::core::array& biases,
+                           int bits, int group);
+
 }  // namespace mlxcpp::kernels

@@ -18,9 +18,7 @@ namespace {
 QLinearView view(const BlockArrays& in, const LinearSlot& s) {
   QLinearView v;
   // block_ok admitted only row-contiguous scales/biases of one type our kernels read.
-  const auto& sc = in[s.first + 1];
-  v.q = QMatrixView{in[s.first].data<uint32_t>(), sc.data<void>(), in[s.first + 2].data<void>(), s.n, s.k, s.bits,
-                    s.group, *scale_type(sc.dtype())};
+  v.q = quantized_view(in[s.first], in[s.first + 1], in[s.first + 2], s.bits, s.group);
   v.bias = s.has_bias ? in[s.first + 3].data<float>() : nullptr;
   return v;
 }

@@ -35,9 +35,57 @@ struct Tile {
         row(new int16_t[k]) {}
 };
 
+// Rows [t0, t1) of a kRows8 matrix into the tile: its chunks already hold the tile's int32 pairs
+// for 8 rows (t0 and t1 are multiples of 8: of the column block and of the matrix's rows).
+template <class I, int BITS, ScaleType ST>
+void widen_rows8(const QMatrixView& q, int t0, int t1, Tile<I>& t) {
+  constexpr int C = I::kCols, S = ST == ScaleType::kF32 ? 4 : 2;
+  const int pairs = q.k / 2, groups = q.k / q.group;
+  const long gb = rows8_group_bytes(BITS, q.group, ST);
+  const auto* base = reinterpret_cast<const uint8_t*>(q.w);
+  const int blocks = (t1 - t0 + C - 1) / C;
+  for (int nb = 0; nb < blocks; ++nb) {
+    auto* w = reinterpret_cast<int16_t*>(t.w.get() + static_cast<long>(nb) * pairs * C);
+    float* s = t.s.get() + static_cast<long>(nb) * groups * C;
+    float* b = t.b.get() + static_cast<long>(nb) * groups * C;
+    for (int r0 = 0; r0 < C; r0 += 8) {
+      const int n = t0 + nb * C + r0;
+      if (n >= t1) {
+        for (int p = 0; p < pairs; ++p) std::fill_n(w + 2 * (static_cast<long>(p) * C + r0), 16, int16_t{0});
+        for (int g = 0; g < groups; ++g) std::fill_n(s + g * C + r0, 8, 0.f), std::fill_n(b + g * C + r0, 8, 0.f);
+        continue;
+      }
+      const uint8_t* src = base + static_cast<long>(n / 8) * groups * gb;
+      for (int g = 0; g < groups; ++g, src += gb) {
+        // Chunk c: 4-bit pairs p and p + 1 (low, high nibbles), 8-bit pair p; 16 int16 each.
+        for (int c = 0; c < q.group * BITS / 16; ++c) {
+          const uint8_t* ch = src + 16 * c;
+          if constexpr (BITS == 4) {
+            const long p = (static_cast<long>(g) * q.group + 4 * c) / 2;
+            int16_t* lo = w + 2 * (p * C + r0);
+            int16_t* hi = w + 2 * ((p + 1) * C + r0);
+            for (int i = 0; i < 16; ++i) lo[i] = static_cast<int16_t>(ch[i] & 0x0F), hi[i] = static_cast<int16_t>(ch[i] >> 4);
+          } else {
+            int16_t* dst = w + 2 * ((static_cast<long>(g) * q.group / 2 + c) * C + r0);
+            for (int i = 0; i < 16; ++i) dst[i] = ch[i];
+          }
+        }
+        const uint8_t* meta = src + static_cast<long>(q.group) * BITS;
+        for (int j = 0; j < 8; ++j) {
+          s[g * C + r0 + j] = load_scale<ST, I>(meta, j);
+          b[g * C + r0 + j] = load_scale<ST, I>(meta + 8 * S, j);
+        }
+      }
+    }
+  }
+}
+
 // Rows [t0, t1) of q into the tile (rows past t1 up to a whole block are zero).
 template <class I, int BITS, ScaleType ST>
 void widen(const QMatrixView& q, int t0, int t1, Tile<I>& t) {
+  if constexpr (BITS == 4 || BITS == 8) {
+    if (q.layout == QLayout::kRows8) return widen_rows8<I, BITS, ST>(q, t0, t1, t);
+  }
   constexpr int C = I::kCols;
   const int pairs = q.k / 2, groups = q.k / q.group;
   const long row_bytes = static_cast<long>(q.k) * BITS / 8;
@@ -145,11 +193,7 @@ void rows_gemm(const QInput& in, const QMatrixView& q, int n0, int n1, float* ou
 
 template <class I, int BITS, ScaleType ST>
 void rows_any(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, int ldo) {
-  switch (q.group) {
-    case 32: return rows_gemm<I, BITS, ST, 16>(in, q, n0, n1, out, ldo);
-    case 64: return rows_gemm<I, BITS, ST, 32>(in, q, n0, n1, out, ldo);
-    default: return rows_gemm<I, BITS, ST, 64>(in, q, n0, n1, out, ldo);
-  }
+  with_group(q.group, [&]<int G>() { rows_gemm<I, BITS, ST, G / 2>(in, q, n0, n1, out, ldo); });
 }
 
 // The QKernel table of one ISA (2..8 bits except 7).

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include "kernels/gemm_i16.h"
+#include "kernels/gemv_rows8.h"
 #include "kernels/qmatmul_simd.h"
 
 namespace mlxcpp::kernels {
@@ -86,7 +87,16 @@ struct Vnni512 {
   }
 };
 
+// kRows8 GEMV operations: vpdpwssd on 256-bit vectors (AVX-512VL: 32 registers, 4 x rows a
+// pass).
+struct VnniRows8 {
+  static constexpr int kMb = 4;
+  static __m256i dot2(__m256i acc, __m256i w, __m256i x) { return _mm256_dpwssd_epi32(acc, w, x); }
+};
+
 }  // namespace
+
+QKernel qmatmul_kernel_vnni_rows8(int bits, ScaleType st) { return with_scale_type<rows8::Table<VnniRows8>::For>(st, bits); }
 
 QKernel qmatmul_kernel_avx512_i16_gemm(int bits, ScaleType st) {
   return with_scale_type<gemm_i16::Table<Vnni512>::For>(st, bits);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/avx2_traits.h"
+#include "kernels/gemv_rows8.h"
 
 namespace mlxcpp::kernels {
 
@@ -282,9 +283,19 @@ struct I16Table {
   }
 };
 
+// kRows8 GEMV operations: vpmaddwd + vpaddd; 2 x rows a pass (4 accumulators each, 16 registers).
+struct MaddRows8 {
+  static constexpr int kMb = 2;
+  static __m256i dot2(__m256i acc, __m256i w, __m256i x) { return _mm256_add_epi32(acc, _mm256_madd_epi16(w, x)); }
+};
+
 }  // namespace
 
 QKernel qmatmul_kernel_avx2_i16(int bits, ScaleType st) { return with_scale_type<I16Table>(st, bits); }
+
+QKernel qmatmul_kernel_avx2_rows8(int bits, ScaleType st) {
+  return with_scale_type<rows8::Table<MaddRows8>::For>(st, bits);
+}
 
 void quantize_i16_row(const float* x, int k, int group, int16_t* levels, float* step, float* xsum) {
   quantize_i16<false>(x, k, group, levels, step, xsum);

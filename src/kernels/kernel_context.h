@@ -24,6 +24,10 @@ struct KernelOptions {
   // reads per cached token; llama.cpp's default cache type); false keeps float32 (--kv-f32).
   // A cache already holding float32 rows stays float32.
   bool kv_f16 = true;
+  // 4- and 8-bit quantized weights are rewritten at load in the integer kernels' kRows8 layout
+  // (qmatmul.h: one sequential stream per 8 rows, no horizontal sums; decode GEMV ~1.3x) where
+  // those kernels run (AVX2 and up, int_dot); false keeps MLX's layout (--mlx-layout).
+  bool repack = true;
 };
 
 class KernelContext {
@@ -32,6 +36,9 @@ class KernelContext {
   Isa isa() const { return isa_; }
   bool int_dot() const { return int_dot_; }
   bool kv_f16() const { return kv_f16_; }
+  // Whether loading rewrites quantized weights in the kRows8 layout (KernelOptions::repack, on an
+  // ISA with the integer kernels).
+  bool repack() const { return repack_; }
   int threads() const { return pool_->size(); }
   // Times a primitive's work when profiling.
   class Timer {
@@ -67,6 +74,7 @@ class KernelContext {
   Isa isa_;
   bool int_dot_;
   bool kv_f16_;
+  bool repack_;
   std::unique_ptr<ThreadPool> pool_;
   bool profile_;
   mutable std::atomic<int64_t> kernel_ns_{0};

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 
+#include <mlx/allocator.h>
 #include <mlx/ops.h>
 #include <mlx/transforms.h>
 #include <mlx/utils.h>
 #include <mlx/stream.h>
 
+#include "core/errors.h"
 #include "kernels/array_access.h"
 #include "kernels/block_primitives.h"
 #include "kernels/primitives.h"
@@ -15,6 +17,15 @@
 namespace mx = mlx::core;
 
 namespace mlxcpp::kernels {
+
+namespace {
+
+constexpr const char* kRows8Stock =
+    "[fast path] these weights were repacked at load for the CPU fast path's kernels (their kRows8 layout); "
+    "stock MLX ops (another device, a float x of another kind) cannot read them: load the model with --parity or "
+    "for that device";
+
+}  // namespace
 
 bool use_fast(const FastPath& fast) {
   return fast && mx::default_device() == mx::Device::cpu;
@@ -26,6 +37,7 @@ mx::array quantized_matmul_t(const mx::array& x, const mx::array& w, const mx::a
   const bool ours = use_fast(fast) && mode == "affine" && biases && qmatmul_supported(bits, group) &&
                     scale_type(scales.dtype()) && scales.dtype() == biases->dtype() &&
                     mx::issubdtype(x.dtype(), mx::floating) && w.flags().row_contiguous && w.ndim() == 2;
+  if (!ours && is_rows8(w, scales)) throw Error(kRows8Stock);
   if (!ours) {
     // 16-bit scales kept for our kernels meet a float32 x here only off the fast path.
     if (mode == "affine" && biases && scales.dtype() != x.dtype() && mx::issubdtype(x.dtype(), mx::floating)) {
@@ -128,6 +140,29 @@ std::optional<std::pair<mx::array, mx::array>> kernel_scales(const mx::array& sc
   return std::make_pair(s16, b16);
 }
 
+std::optional<std::array<mx::array, 3>> fast_path_layout(const mx::array& w, const mx::array& scales,
+                                                         const mx::array& biases, int bits, int group,
+                                                         const FastPath& fast) {
+  const auto st = scale_type(scales.dtype());
+  if (!fast || !fast->repack() || !st || scales.dtype() != biases.dtype() || w.dtype() != mx::uint32 || w.ndim() != 2 ||
+      scales.ndim() != 2 || !rows8_supported(bits, group, w.shape(0))) {
+    return std::nullopt;
+  }
+  const int n = w.shape(0), k = static_cast<int>(static_cast<long>(w.shape(1)) * 32 / bits);
+  if (k % group != 0 || scales.shape() != mx::Shape{n, k / group} || biases.shape() != scales.shape()) return std::nullopt;
+  auto wc = mx::contiguous(w), sc = mx::contiguous(scales), bc = mx::contiguous(biases);
+  mx::eval({wc, sc, bc});
+  const mx::Shape shape{n, rows8_row_words(k, bits, group, *st)};
+  mx::array packed(mx::allocator::malloc(static_cast<size_t>(n) * shape[1] * sizeof(uint32_t)), shape, mx::uint32);
+  repack_rows8({wc.data<uint32_t>(), sc.data<void>(), bc.data<void>(), n, k, bits, group, *st}, packed.data<uint32_t>());
+  auto empty = [&] {
+    mx::array e = mx::zeros({0}, scales.dtype());
+    mx::eval(e);
+    return e;
+  };
+  return std::array<mx::array, 3>{packed, empty(), empty()};
+}
+
 namespace {
 
 // A norm weight the block kernels read in place: float32 [d], contiguous.
@@ -163,7 +198,7 @@ struct Placer {
 LinearSlot add_linear(Placer& p, const BlockLinear& l) {
   LinearSlot s;
   s.n = l.w.shape(0);
-  s.k = l.w.shape(1) * 32 / l.bits;
+  s.k = quantized_k(l.w, l.scales, l.bits, l.group);
   s.bits = l.bits;
   s.group = l.group;
   s.has_bias = l.bias.has_value();
@@ -180,9 +215,10 @@ std::optional<mx::array> quantized_take(const mx::array& w, const mx::array& sca
   const bool ours = use_fast(fast) && mode == "affine" && biases && block_ok({w, scales, *biases, {}, bits, group}) &&
                     w.shape(0) > 0 &&
                     index_dtype(ids.dtype());
+  if (!ours && is_rows8(w, scales)) throw Error(kRows8Stock);
   if (!ours) return std::nullopt;
   auto shape = ids.shape();
-  shape.push_back(static_cast<int>(w.shape(1) * 32 / bits));
+  shape.push_back(quantized_k(w, scales, bits, group));
   return mx::array(std::move(shape), mx::float32,
                    std::make_shared<QuantizedTakePrimitive>(mx::default_stream(mx::Device::cpu), bits, group),
                    {ids, w, scales, *biases});

@@ -3,6 +3,7 @@
 // composes stock MLX ops exactly as mlx-lm does.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -55,6 +56,14 @@ std::optional<mlx::core::array> quantized_take(const mlx::core::array& w, const 
 // (keep float32). Evaluates its inputs; for load time.
 std::optional<std::pair<mlx::core::array, mlx::core::array>> kernel_scales(const mlx::core::array& scales,
                                                                             const mlx::core::array& biases);
+
+// An affine layer's weight, scales and biases in the kRows8 layout (qmatmul.h; as array_access.h's
+// is_rows8 describes) where `fast` repacks (KernelContext::repack) and covers the matrix (4 or
+// 8 bits, rows a multiple of 8, scales and biases of one type our kernels read); nullopt
+// otherwise (keep the arrays). For load time: evaluates its inputs.
+std::optional<std::array<mlx::core::array, 3>> fast_path_layout(const mlx::core::array& w, const mlx::core::array& scales,
+                                                                const mlx::core::array& biases, int bits, int group,
+                                                                const FastPath& fast);
 
 // A projection as the block primitives take it: affine-quantized, scales/biases float32 or
 // both of one 16-bit type.

@@ -22,8 +22,13 @@ void QuantizedMatmulPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx
     std::vector<float> xs, ss, bs;
     const int k = x.shape(-1);
     const int n = w.shape(0);
-    const ScalePair sb = scale_pair(s, b, ss, bs);
-    QMatrixView q{w.data<uint32_t>(), sb.scales, sb.biases, n, k, bits, group, sb.type};
+    QMatrixView q;
+    if (is_rows8(w, s)) {
+      q = quantized_view(w, s, b, bits, group);
+    } else {
+      const ScalePair sb = scale_pair(s, b, ss, bs);
+      q = QMatrixView{w.data<uint32_t>(), sb.scales, sb.biases, n, k, bits, group, sb.type};
+    }
     const int m = static_cast<int>(x.size() / k);
     qmatmul(*ctx, contiguous_f32(x, xs), m, q, out.data<float>());
   });
@@ -118,8 +123,7 @@ void QuantizedTakePrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::
                 b = mx::array::unsafe_weak_copy(inputs[3]), bits = bits_, group = group_]() mutable {
     const int d = out.shape(-1);
     const long rows = w.shape(0);
-    const QMatrixView table{w.data<uint32_t>(), s.data<void>(), b.data<void>(), static_cast<int>(rows), d, bits, group,
-                            *scale_type(s.dtype())};
+    const QMatrixView table = quantized_view(w, s, b, bits, group);
     for (size_t i = 0; i < ids.size(); ++i) dequantize_row(table, row_index_any(ids, i, rows), out.data<float>() + i * d);
   });
 }
@@ -135,7 +139,7 @@ bool QuantizedTakePrimitive::is_equivalent(const mx::Primitive& other) const {
 
 std::vector<mx::Shape> QuantizedTakePrimitive::output_shapes(const std::vector<mx::array>& inputs) {
   auto shape = inputs[0].shape();
-  shape.push_back(static_cast<int>(inputs[1].shape(1) * 32 / bits_));
+  shape.push_back(quantized_k(inputs[1], inputs[2], bits_, group_));
   return {shape};
 }
 

@@ -12,6 +12,7 @@ KernelContext::KernelContext(const KernelOptions& opts)
     : isa_(isa_supported(opts.isa) ? opts.isa : best_isa()),
       int_dot_(opts.int_dot),
       kv_f16_(opts.kv_f16),
+      repack_(opts.repack && opts.int_dot && isa_ != Isa::kScalar),
       pool_(std::make_unique<ThreadPool>(opts.threads > 0 ? opts.threads : physical_cores())),
       profile_(opts.profile) {}
 
@@ -21,7 +22,22 @@ bool qmatmul_supported(int bits, int group) {
 
 namespace {
 
-QKernel pick(Isa isa, int bits, ScaleType st, int m, bool int_dot) {
+// A kRows8 matrix: the integer-dot GEMV (<= kI16MaxRows rows of x) or GEMM (which widens its
+// tiles from either layout); otherwise (scalar ISA, float products) the portable path, which
+// dequantizes its rows.
+QKernel pick_rows8(Isa isa, int bits, ScaleType st, int m) {
+  QKernel k;
+  if (isa != Isa::kScalar && m <= kI16MaxRows) {
+    k = isa == Isa::kAvx512 && has_avx512_vnni() ? qmatmul_kernel_vnni_rows8(bits, st) : qmatmul_kernel_avx2_rows8(bits, st);
+  } else if (isa != Isa::kScalar) {
+    k = isa == Isa::kAvx512 && has_avx512_vnni() ? qmatmul_kernel_avx512_i16_gemm(bits, st)
+                                                 : qmatmul_kernel_avx2_i16_gemm(bits, st);
+  }
+  return k.rows ? k : qmatmul_kernel_scalar(bits, st);
+}
+
+QKernel pick(Isa isa, int bits, ScaleType st, int m, bool int_dot, QLayout layout = QLayout::kMlx) {
+  if (layout == QLayout::kRows8) return pick_rows8(isa, bits, st, m);
   QKernel k;
   if (int_dot && isa != Isa::kScalar && m <= kI16MaxRows) k = qmatmul_kernel_avx2_i16(bits, st);
   if (int_dot && isa != Isa::kScalar && m > kI16MaxRows) {
@@ -62,8 +78,8 @@ void prepare(const QKernel& kern, const float* x, int m, int k, int group, std::
 
 }  // namespace
 
-bool qmatmul_int16(const KernelContext& ctx, int bits, int m, bool* group_steps) {
-  const QKernel k = pick(ctx.isa(), bits, ScaleType::kF32, m, ctx.int_dot());
+bool qmatmul_int16(const KernelContext& ctx, int bits, int m, bool* group_steps, QLayout layout) {
+  const QKernel k = pick(ctx.isa(), bits, ScaleType::kF32, m, ctx.int_dot(), layout);
   if (group_steps) *group_steps = k.group_steps;
   return k.quantize != nullptr;
 }
@@ -88,7 +104,7 @@ void qmatmul_many(const KernelContext& ctx, const QJob* jobs, int count) {
   for (int j = 0; j < count; ++j) {
     auto& p = prep[j];
     const auto& q = jobs[j].q;
-    p.kern = pick(ctx.isa(), q.bits, q.stype, jobs[j].m, ctx.int_dot());
+    p.kern = pick(ctx.isa(), q.bits, q.stype, jobs[j].m, ctx.int_dot(), q.layout);
     // Products of one x (q/k/v, gate/up) share its prepared form.
     int same = -1;
     for (int i = 0; i < j && same < 0; ++i) {

@@ -14,13 +14,43 @@ class KernelContext;
 
 enum class ScaleType : uint8_t { kF32, kF16, kBF16 };
 
+// kMlx: MLX's layout above. kRows8: the fast path's layout, made at load (repack_rows8) for
+// the integer-dot kernels: one stream per block of 8 rows, group after group; each group is
+// GROUP * BITS bytes of weights in 16-byte chunks, byte 2j + h of a chunk belonging to row j
+// (4-bit: chunk c covers k = 4c..4c+3 of the group, the low nibble k = 4c + h, the high one
+// 4c + 2 + h; 8-bit: chunk c covers k = 2c + h), then the 8 rows' scales and the 8 biases in
+// the scale type. Widened to 16-bit lanes, a chunk is an int16-pair dot product's operand
+// with lane j = row j, so a GEMV needs no horizontal sums and reads one sequential stream
+// (`w` points to it; scales and biases are unused).
+enum class QLayout : uint8_t { kMlx, kRows8 };
+
 struct QMatrixView {
   const uint32_t* w;
   const void* scales;
   const void* biases;
   int n, k, bits, group;
   ScaleType stype = ScaleType::kF32;
+  QLayout layout = QLayout::kMlx;
 };
+
+// --- kRows8 ---
+inline int scale_bytes(ScaleType st) { return st == ScaleType::kF32 ? 4 : 2; }
+// Bytes of one group of one 8-row block.
+inline long rows8_group_bytes(int bits, int group, ScaleType st) { return static_cast<long>(group) * bits + 16L * scale_bytes(st); }
+// uint32 words per row of a kRows8 matrix ([n, words]: a row's share of its block's stream)
+// and back.
+inline int rows8_row_words(int k, int bits, int group, ScaleType st) {
+  return static_cast<int>(k / group * rows8_group_bytes(bits, group, st) / 32);
+}
+inline int rows8_k(long row_words, int bits, int group, ScaleType st) {
+  return static_cast<int>(row_words * 32 / rows8_group_bytes(bits, group, st) * group);
+}
+// Whether a matrix of n rows can take kRows8 (4 and 8 bits, whole blocks of 8 rows).
+inline bool rows8_supported(int bits, int group, int n) {
+  return (bits == 4 || bits == 8) && (group == 32 || group == 64 || group == 128) && n > 0 && n % 8 == 0;
+}
+// `src` (MLX layout) rewritten as kRows8 into dst [n * rows8_row_words(...)].
+void repack_rows8(const QMatrixView& src, uint32_t* dst);
 
 // The activations a kernel reads: m rows of k floats, prepared as its QKernel asks: with
 // x_block > 0 each block of x_block values is de-interleaved (even elements, then odd ones:
@@ -68,6 +98,10 @@ QKernel qmatmul_kernel_avx2_i16(int bits, ScaleType st);
 // a step per quantization group; AVX-512 with VNNI (vpdpwssd) and AVX2 (vpmaddwd).
 QKernel qmatmul_kernel_avx512_i16_gemm(int bits, ScaleType st);
 QKernel qmatmul_kernel_avx2_i16_gemm(int bits, ScaleType st);
+// Integer-dot GEMV over kRows8 matrices (<= kI16MaxRows rows of x, 4/8-bit): AVX2 (vpmaddwd)
+// and AVX-512 VNNI (vpdpwssd on 256-bit vectors, 32 registers).
+QKernel qmatmul_kernel_avx2_rows8(int bits, ScaleType st);
+QKernel qmatmul_kernel_vnni_rows8(int bits, ScaleType st);
 // The integer-dot GEMV's activations for one row in natural order (AVX2; a QQuantizeFn): int16
 // levels of step max|x| / 32767 over the k values, and sum(x) per group.
 void quantize_i16_row(const float* x, int k, int group, int16_t* levels, float* step, float* xsum);
@@ -78,9 +112,10 @@ inline constexpr int kI16MaxRows = 8;
 // Row n of the matrix dequantized (scale * q + bias per value, MLX's dequantize) into out[k].
 void dequantize_row(const QMatrixView& q, long n, float* out);
 
-// Whether the kernel qmatmul picks for m rows of x on this context rounds x to int16 levels
+// Whether the kernel qmatmul picks for m rows of x (of a matrix in `layout`) on this context rounds x to int16 levels
 // for integer dot products (see QInput); group_steps: with a step per quantization group.
-bool qmatmul_int16(const KernelContext& ctx, int bits, int m, bool* group_steps = nullptr);
+bool qmatmul_int16(const KernelContext& ctx, int bits, int m, bool* group_steps = nullptr,
+                   QLayout layout = QLayout::kMlx);
 
 // Whether our kernels handle this layout (bits 2..8 except 7, group 32/64/128).
 bool qmatmul_supported(int bits, int group);

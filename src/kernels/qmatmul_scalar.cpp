@@ -1,5 +1,6 @@
 // Portable reference for every supported bit width; also the fallback for odd widths.
 #include <cstring>
+#include <vector>
 
 #include "kernels/qmatmul.h"
 #include "kernels/scale_load.h"
@@ -16,8 +17,68 @@ inline uint32_t extract(const uint8_t* row, int64_t i, int bits) {
   return (word >> (bit & 7)) & ((1u << bits) - 1);
 }
 
+// Where a kRows8 matrix keeps value i of row n: the byte and the shift (4-bit: 0 or 4).
+struct Rows8Pos {
+  long byte;
+  int shift;
+};
+inline Rows8Pos rows8_pos(const QMatrixView& q, long n, int i) {
+  const long gb = rows8_group_bytes(q.bits, q.group, q.stype), groups = q.k / q.group;
+  const long base = (n / 8) * groups * gb + (i / q.group) * gb;
+  const int j = static_cast<int>(n % 8), kk = i % q.group;
+  if (q.bits == 4) return {base + (kk / 4) * 16 + 2 * j + (kk % 2), (kk % 4) >= 2 ? 4 : 0};
+  return {base + (kk / 2) * 16 + 2 * j + (kk % 2), 0};
+}
+// Byte offset of row n's scale of group g in a kRows8 matrix (its bias: 8 scale values later).
+inline long rows8_scale(const QMatrixView& q, long n, int g) {
+  const long gb = rows8_group_bytes(q.bits, q.group, q.stype);
+  return ((n / 8) * (q.k / q.group) + g) * gb + static_cast<long>(q.group) * q.bits + (n % 8) * scale_bytes(q.stype);
+}
+
+// Row n dequantized (scale * q + bias, MLX's dequantize) in either layout.
+template <ScaleType ST>
+void dequantize_any(const QMatrixView& q, long n, float* out) {
+  const long groups = q.k / q.group;
+  const auto* base = reinterpret_cast<const uint8_t*>(q.w);
+  if (q.layout == QLayout::kRows8) {
+    const long sb = 8L * scale_bytes(q.stype);
+    for (int g = 0; g < groups; ++g) {
+      const long at = rows8_scale(q, n, g);
+      const float s = load_scale<ST>(base + at, 0), b = load_scale<ST>(base + at + sb, 0);
+      for (int i = g * q.group; i < (g + 1) * q.group; ++i) {
+        const Rows8Pos pos = rows8_pos(q, n, i);
+        const uint32_t v = (base[pos.byte] >> pos.shift) & ((1u << q.bits) - 1);
+        out[i] = s * static_cast<float>(v) + b;
+      }
+    }
+    return;
+  }
+  const auto* row = base + n * (static_cast<int64_t>(q.k) * q.bits / 8);
+  for (int i = 0; i < q.k; ++i) {
+    const long at = n * groups + i / q.group;
+    const float v = static_cast<float>(extract(row, i, q.bits));
+    out[i] = load_scale<ST>(q.scales, at) * v + load_scale<ST>(q.biases, at);
+  }
+}
+
+// A kRows8 matrix's rows dequantized one at a time (the portable path: --isa scalar, --f32-dot).
+template <ScaleType ST>
+void rows_rows8(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, int ldo) {
+  std::vector<float> deq(q.k);
+  for (int n = n0; n < n1; ++n) {
+    dequantize_any<ST>(q, n, deq.data());
+    for (int mm = 0; mm < in.m; ++mm) {
+      const float* xr = in.x + static_cast<int64_t>(mm) * q.k;
+      float acc = 0.f;
+      for (int i = 0; i < q.k; ++i) acc += deq[i] * xr[i];
+      out[mm * ldo + n] = acc;
+    }
+  }
+}
+
 template <ScaleType ST>
 void rows_generic(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, int ldo) {
+  if (q.layout == QLayout::kRows8) return rows_rows8<ST>(in, q, n0, n1, out, ldo);
   const float* x = in.x;
   const int m = in.m;
   const int groups = q.k / q.group;
@@ -49,15 +110,7 @@ struct Scalar {
 
 template <ScaleType ST>
 struct DequantizeRow {
-  static void call(const QMatrixView& q, long n, float* out) {
-    const auto* row = reinterpret_cast<const uint8_t*>(q.w) + n * (static_cast<int64_t>(q.k) * q.bits / 8);
-    const long groups = q.k / q.group;
-    for (int i = 0; i < q.k; ++i) {
-      const long at = n * groups + i / q.group;
-      const float v = static_cast<float>(extract(row, i, q.bits));
-      out[i] = load_scale<ST>(q.scales, at) * v + load_scale<ST>(q.biases, at);
-    }
-  }
+  static void call(const QMatrixView& q, long n, float* out) { dequantize_any<ST>(q, n, out); }
 };
 
 }  // namespace
@@ -65,5 +118,32 @@ struct DequantizeRow {
 void dequantize_row(const QMatrixView& q, long n, float* out) { with_scale_type<DequantizeRow>(q.stype, q, n, out); }
 
 QKernel qmatmul_kernel_scalar(int bits, ScaleType st) { return with_scale_type<Scalar>(st, bits); }
+
+void repack_rows8(const QMatrixView& src, uint32_t* dst) {
+  const int groups = src.k / src.group, sbytes = scale_bytes(src.stype);
+  const long row_bytes = static_cast<long>(src.k) * src.bits / 8, gb = rows8_group_bytes(src.bits, src.group, src.stype);
+  const auto* w = reinterpret_cast<const uint8_t*>(src.w);
+  auto* out = reinterpret_cast<uint8_t*>(dst);
+  for (int blk = 0; blk < src.n / 8; ++blk)
+    for (int g = 0; g < groups; ++g) {
+      uint8_t* o = out + (static_cast<long>(blk) * groups + g) * gb;
+      for (int j = 0; j < 8; ++j) {
+        const long n = 8L * blk + j;
+        const uint8_t* r = w + n * row_bytes + static_cast<long>(g) * src.group * src.bits / 8;
+        for (int c = 0; c < src.group * src.bits / 16; ++c)
+          for (int h = 0; h < 2; ++h) {
+            uint8_t& b = o[16 * c + 2 * j + h];
+            if (src.bits == 8) b = r[2 * c + h];
+            // values 4c + h (low nibble) and 4c + 2 + h (high) sit in bytes 2c and 2c + 1.
+            else if (h == 0) b = static_cast<uint8_t>((r[2 * c] & 0x0F) | ((r[2 * c + 1] & 0x0F) << 4));
+            else b = static_cast<uint8_t>((r[2 * c] >> 4) | (r[2 * c + 1] & 0xF0));
+          }
+        const long at = (n * groups + g) * sbytes;
+        std::memcpy(o + static_cast<long>(src.group) * src.bits + j * sbytes, static_cast<const uint8_t*>(src.scales) + at, sbytes);
+        std::memcpy(o + static_cast<long>(src.group) * src.bits + (8 + j) * sbytes, static_cast<const uint8_t*>(src.biases) + at,
+                    sbytes);
+      }
+    }
+}
 
 }  // namespace mlxcpp::kernels

@@ -13,4 +13,12 @@ inline void with_row_count(int m, F&& f) {
   f.template operator()<MAX>();
 }
 
+// Calls f.template operator()<G>() for a quantization group of 32, 64 or 128 (others: 128).
+template <class F>
+inline void with_group(int group, F&& f) {
+  if (group == 32) return f.template operator()<32>();
+  if (group == 64) return f.template operator()<64>();
+  f.template operator()<128>();
+}
+
 }  // namespace mlxcpp::kernels

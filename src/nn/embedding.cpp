@@ -24,6 +24,7 @@ mx::array Embedding::operator()(const mx::array& ids) const {
                                           q_->spec.mode, q_->fast)) {
     return *rows;
   }
+  // (quantized_take refuses kRows8 weights off the fast path with an error.)
   // Fast mode may keep 16-bit scales for our kernels; rows are dequantized in float32 then.
   auto f32 = [&](mx::array a) { const bool half = a.dtype() == mx::float16 || a.dtype() == mx::bfloat16;
     return q_->fast && half ? mx::astype(a, mx::float32) : a; };

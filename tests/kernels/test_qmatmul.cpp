@@ -5,6 +5,7 @@
 
 #include <tuple>
 
+#include "core/errors.h"
 #include "kernels/kernel_context.h"
 #include "kernels/ops.h"
 #include "kernels/qmatmul.h"
@@ -54,7 +55,8 @@ TEST_P(QMatmul, EveryIsaMatchesStockMlx) {
   // all three).
   for (auto [m, n, k] : std::vector<std::tuple<int, int, int>>{
            {1, 1, 128}, {1, 67, 384}, {3, 130, 640}, {8, 256, 256}, {33, 77, 512}, {5, 1000, 128},
-           {2, 21, 576}, {1, 9, 160}, {1, 37, 576}, {7, 45, 192}, {9, 20, 128}, {64, 200, 256}}) {
+           {2, 21, 576}, {1, 9, 160}, {1, 37, 576}, {7, 45, 192}, {9, 20, 128}, {64, 200, 256},
+           {1, 64, 576}, {6, 48, 384}}) {
     if (k % group != 0) continue;
     auto q = make(m, n, k, bits, group, 1000 * bits + group + m + n);
     // Scales/biases stored as float32, float16 and bfloat16 (16-bit ones read in place); the
@@ -91,6 +93,20 @@ TEST_P(QMatmul, EveryIsaMatchesStockMlx) {
                               : test::max_abs_diff(got, ref);
             EXPECT_LE(excess / scale, kRelTol) << isa_name(isa) << " threads=" << threads << " int_dot=" << int_dot
                                                << " m=" << m << " n=" << n << " k=" << k << " scales=" << dtype;
+            if (!int_dot || !rows8_supported(bits, group, n)) continue;
+            // The same matrix in the fast path's kRows8 layout, with the same bounds.
+            std::vector<uint32_t> packed(static_cast<size_t>(n) * rows8_row_words(k, bits, group, stype));
+            repack_rows8(view, packed.data());
+            const QMatrixView view8{packed.data(), nullptr, nullptr, n, k, bits, group, stype, QLayout::kRows8};
+            std::vector<float> out8(static_cast<size_t>(m) * n, -1.f);
+            qmatmul(ctx, q.x.data<float>(), m, view8, out8.data());
+            auto got8 = mx::array(out8.data(), {m, n}, mx::float32);
+            const bool i16r = qmatmul_int16(ctx, bits, m, &group_steps, QLayout::kRows8);
+            const auto& bound8 = group_steps ? group_bound : i16_bound;
+            auto excess8 = i16r ? mx::max(mx::subtract(mx::abs(mx::subtract(got8, ref)), bound8)).item<float>()
+                                : test::max_abs_diff(got8, ref);
+            EXPECT_LE(excess8 / scale, kRelTol) << "rows8 " << isa_name(isa) << " threads=" << threads << " m=" << m
+                                                << " n=" << n << " k=" << k << " scales=" << dtype;
           }
         }
       }
@@ -103,6 +119,62 @@ INSTANTIATE_TEST_SUITE_P(BitsGroups, QMatmul,
                          [](const auto& info) {
                            return test::bits_group_name(std::get<0>(info.param), std::get<1>(info.param));
                          });
+
+// The kRows8 layout holds exactly the MLX layout's values: every row dequantizes bit for bit alike.
+TEST(Rows8, RepackKeepsEveryValue) {
+  for (int bits : {4, 8})
+    for (int group : {32, 64, 128})
+      for (auto [dtype, stype] : std::vector<std::pair<mx::Dtype, ScaleType>>{
+               {mx::float32, ScaleType::kF32}, {mx::float16, ScaleType::kF16}, {mx::bfloat16, ScaleType::kBF16}}) {
+        const int n = 24, k = 384;
+        auto q = make(1, n, k, bits, group, 77 + bits + group);
+        auto s = mx::astype(q.scales, dtype), b = mx::astype(q.biases, dtype);
+        mx::eval({s, b});
+        const QMatrixView view{q.w.data<uint32_t>(), s.data<void>(), b.data<void>(), n, k, bits, group, stype};
+        ASSERT_EQ(rows8_k(rows8_row_words(k, bits, group, stype), bits, group, stype), k);
+        std::vector<uint32_t> packed(static_cast<size_t>(n) * rows8_row_words(k, bits, group, stype));
+        repack_rows8(view, packed.data());
+        const QMatrixView view8{packed.data(), nullptr, nullptr, n, k, bits, group, stype, QLayout::kRows8};
+        std::vector<float> a(k), r(k);
+        for (int row = 0; row < n; ++row) {
+          dequantize_row(view, row, a.data());
+          dequantize_row(view8, row, r.data());
+          ASSERT_EQ(a, r) << "bits=" << bits << " group=" << group << " row=" << row << " scales=" << dtype;
+        }
+      }
+}
+
+// Load time: fast_path_layout repacks exactly where the integer kernels run and cover the
+// matrix; the repacked arrays give the MLX layout's product through the primitive and refuse
+// stock ops with an error.
+TEST(Rows8, FastPathLayoutWhereTheIntegerKernelsRun) {
+  auto q = make(3, 64, 256, 4, 32, 21);
+  auto s16 = mx::astype(q.scales, mx::float16), b16 = mx::astype(q.biases, mx::float16);
+  auto fast = std::make_shared<const KernelContext>();
+  auto r = fast_path_layout(q.w, s16, b16, 4, 32, fast);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ((*r)[0].shape(), (mx::Shape{64, rows8_row_words(256, 4, 32, ScaleType::kF16)}));
+  EXPECT_EQ((*r)[1].size(), 0u);
+  EXPECT_EQ((*r)[1].dtype(), mx::float16);
+  auto got = quantized_matmul_t(q.x, (*r)[0], (*r)[1], (*r)[2], 32, 4, "affine", fast);
+  auto same = quantized_matmul_t(q.x, q.w, s16, b16, 32, 4, "affine", fast);  // MLX layout, same kernels' rounding
+  EXPECT_LE(rel_err(got, same), 1e-5f);
+  EXPECT_THROW(quantized_matmul_t(q.x, (*r)[0], (*r)[1], (*r)[2], 32, 4, "affine", nullptr), mlxcpp::Error);
+  auto ids = mx::array({3, 0, 63}, {3}, mx::int32);
+  auto rows = quantized_take((*r)[0], (*r)[1], (*r)[2], ids, 32, 4, "affine", fast);
+  ASSERT_TRUE(rows.has_value());
+  auto ref_rows = mx::take(mx::dequantize(q.w, mx::astype(s16, mx::float32), mx::astype(b16, mx::float32), 32, 4), ids, 0);
+  EXPECT_EQ(test::max_abs_diff(*rows, ref_rows), 0.f);
+  EXPECT_THROW(quantized_take((*r)[0], (*r)[1], (*r)[2], ids, 32, 4, "affine", nullptr), mlxcpp::Error);
+  // Not repacked: 5 bits, rows not a multiple of 8, --mlx-layout, --f32-dot, the scalar ISA, parity.
+  auto q5 = make(1, 64, 256, 5, 32, 22);
+  EXPECT_FALSE(fast_path_layout(q5.w, mx::astype(q5.scales, mx::float16), mx::astype(q5.biases, mx::float16), 5, 32, fast));
+  auto q60 = make(1, 60, 256, 4, 32, 23);
+  EXPECT_FALSE(fast_path_layout(q60.w, q60.scales, q60.biases, 4, 32, fast));
+  for (auto opts : {KernelOptions{.repack = false}, KernelOptions{.int_dot = false}, KernelOptions{.isa = Isa::kScalar}})
+    EXPECT_FALSE(fast_path_layout(q.w, s16, b16, 4, 32, std::make_shared<const KernelContext>(opts)));
+  EXPECT_FALSE(fast_path_layout(q.w, s16, b16, 4, 32, nullptr));
+}
 
 // Through the ops layer as an MLX primitive: batched 3-D input, strided (transposed) and bf16 x.
 TEST(QMatmulPrimitive, GraphInputsOfAnyLayout) {
