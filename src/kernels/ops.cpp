@@ -154,7 +154,12 @@ std::optional<std::array<mx::array, 3>> fast_path_layout(const mx::array& w, con
   mx::eval({wc, sc, bc});
   const mx::Shape shape{n, rows8_row_words(k, bits, group, *st)};
   mx::array packed(mx::allocator::malloc(static_cast<size_t>(n) * shape[1] * sizeof(uint32_t)), shape, mx::uint32);
-  repack_rows8({wc.data<uint32_t>(), sc.data<void>(), bc.data<void>(), n, k, bits, group, *st}, packed.data<uint32_t>());
+  const QMatrixView src{wc.data<uint32_t>(), sc.data<void>(), bc.data<void>(), n, k, bits, group, *st};
+  // On the pool: Gemma 3's 262k-row embedding alone took ~0.3 s on one thread.
+  const int blocks = n / 8, per = std::max(1, blocks / (fast->threads() * 4));
+  fast->pool().parallel_for((blocks + per - 1) / per, [&](int t) {
+    repack_rows8(src, packed.data<uint32_t>(), t * per, std::min(blocks, (t + 1) * per));
+  });
   auto empty = [&] {
     mx::array e = mx::zeros({0}, scales.dtype());
     mx::eval(e);

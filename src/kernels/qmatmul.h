@@ -49,8 +49,9 @@ inline int rows8_k(long row_words, int bits, int group, ScaleType st) {
 inline bool rows8_supported(int bits, int group, int n) {
   return (bits == 4 || bits == 8) && (group == 32 || group == 64 || group == 128) && n > 0 && n % 8 == 0;
 }
-// `src` (MLX layout) rewritten as kRows8 into dst [n * rows8_row_words(...)].
-void repack_rows8(const QMatrixView& src, uint32_t* dst);
+// `src` (MLX layout) rewritten as kRows8 into dst [n * rows8_row_words(...)]: blocks of 8 rows
+// [block0, block1) (block1 < 0: to the end).
+void repack_rows8(const QMatrixView& src, uint32_t* dst, int block0 = 0, int block1 = -1);
 
 // The activations a kernel reads: m rows of k floats, prepared as its QKernel asks: with
 // x_block > 0 each block of x_block values is de-interleaved (even elements, then odd ones:

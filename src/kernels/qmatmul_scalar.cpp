@@ -119,12 +119,12 @@ void dequantize_row(const QMatrixView& q, long n, float* out) { with_scale_type<
 
 QKernel qmatmul_kernel_scalar(int bits, ScaleType st) { return with_scale_type<Scalar>(st, bits); }
 
-void repack_rows8(const QMatrixView& src, uint32_t* dst) {
+void repack_rows8(const QMatrixView& src, uint32_t* dst, int block0, int block1) {
   const int groups = src.k / src.group, sbytes = scale_bytes(src.stype);
   const long row_bytes = static_cast<long>(src.k) * src.bits / 8, gb = rows8_group_bytes(src.bits, src.group, src.stype);
   const auto* w = reinterpret_cast<const uint8_t*>(src.w);
   auto* out = reinterpret_cast<uint8_t*>(dst);
-  for (int blk = 0; blk < src.n / 8; ++blk)
+  for (int blk = block0; blk < (block1 < 0 ? src.n / 8 : block1); ++blk)
     for (int g = 0; g < groups; ++g) {
       uint8_t* o = out + (static_cast<long>(blk) * groups + g) * gb;
       for (int j = 0; j < 8; ++j) {
