@@ -39,7 +39,7 @@ struct Tile {
 // for 8 rows (t0 and t1 are multiples of 8: of the column block and of the matrix's rows).
 template <class I, int BITS, ScaleType ST>
 void widen_rows8(const QMatrixView& q, int t0, int t1, Tile<I>& t) {
-  constexpr int C = I::kCols, S = ST == ScaleType::kF32 ? 4 : 2;
+  constexpr int C = I::kCols, S = scale_bytes(ST);
   const int pairs = q.k / 2, groups = q.k / q.group;
   const long gb = rows8_group_bytes(BITS, q.group, ST);
   const auto* base = reinterpret_cast<const uint8_t*>(q.w);

@@ -46,7 +46,7 @@ inline constexpr int kAhead = 4096;
 template <class I, int BITS, ScaleType ST, int G, int MB, bool PREFETCH>
 inline void block(const QInput& in, int m0, const uint8_t* p, int k, float* out, int ldo) {
   constexpr int kWeightBytes = G * BITS, kChunks = kWeightBytes / 16;
-  constexpr int kGroupBytes = kWeightBytes + 16 * (ST == ScaleType::kF32 ? 4 : 2);
+  constexpr int kGroupBytes = kWeightBytes + 16 * scale_bytes(ST);
   const int groups = k / G;
   const __m256i low4 = _mm256_set1_epi16(0x0F);
   __m256 acc[MB], accb[MB];
@@ -73,7 +73,7 @@ inline void block(const QInput& in, int m0, const uint8_t* p, int k, float* out,
         }
       }
     }
-    const __m256 sc = load8<ST>(p + kWeightBytes), bi = load8<ST>(p + kWeightBytes + 8 * (ST == ScaleType::kF32 ? 4 : 2));
+    const __m256 sc = load8<ST>(p + kWeightBytes), bi = load8<ST>(p + kWeightBytes + 8 * scale_bytes(ST));
     for (int mm = 0; mm < MB; ++mm) {
       const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(s[mm][0], s[mm][1]), _mm256_add_epi32(s[mm][2], s[mm][3]));
       acc[mm] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), sc, acc[mm]);

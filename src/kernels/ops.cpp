@@ -21,9 +21,9 @@ namespace mlxcpp::kernels {
 namespace {
 
 constexpr const char* kRows8Stock =
-    "[fast path] these weights were repacked at load for the CPU fast path's kernels (their kRows8 layout); "
-    "stock MLX ops (another device, a float x of another kind) cannot read them: load the model with --parity or "
-    "for that device";
+    "[fast path] these quantized weights were repacked at load for the CPU fast path's kernels (kRows8 layout); "
+    "stock MLX ops (a GPU stream, a non-float input) cannot read them: load the model with --mlx-layout, with "
+    "--parity, or for that device";
 
 }  // namespace
 

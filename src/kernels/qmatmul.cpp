@@ -25,11 +25,13 @@ namespace {
 // A kRows8 matrix: the integer-dot GEMV (<= kI16MaxRows rows of x) or GEMM (which widens its
 // tiles from either layout); otherwise (scalar ISA, float products) the portable path, which
 // dequantizes its rows.
-QKernel pick_rows8(Isa isa, int bits, ScaleType st, int m) {
+QKernel pick_rows8(Isa isa, int bits, ScaleType st, int m, bool int_dot) {
   QKernel k;
-  if (isa != Isa::kScalar && m <= kI16MaxRows) {
+  if (!int_dot || isa == Isa::kScalar) {
+    // the portable path below
+  } else if (m <= kI16MaxRows) {
     k = isa == Isa::kAvx512 && has_avx512_vnni() ? qmatmul_kernel_vnni_rows8(bits, st) : qmatmul_kernel_avx2_rows8(bits, st);
-  } else if (isa != Isa::kScalar) {
+  } else {
     k = isa == Isa::kAvx512 && has_avx512_vnni() ? qmatmul_kernel_avx512_i16_gemm(bits, st)
                                                  : qmatmul_kernel_avx2_i16_gemm(bits, st);
   }
@@ -37,7 +39,7 @@ QKernel pick_rows8(Isa isa, int bits, ScaleType st, int m) {
 }
 
 QKernel pick(Isa isa, int bits, ScaleType st, int m, bool int_dot, QLayout layout = QLayout::kMlx) {
-  if (layout == QLayout::kRows8) return pick_rows8(isa, bits, st, m);
+  if (layout == QLayout::kRows8) return pick_rows8(isa, bits, st, m, int_dot);
   QKernel k;
   if (int_dot && isa != Isa::kScalar && m <= kI16MaxRows) k = qmatmul_kernel_avx2_i16(bits, st);
   if (int_dot && isa != Isa::kScalar && m > kI16MaxRows) {

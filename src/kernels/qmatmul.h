@@ -34,7 +34,7 @@ struct QMatrixView {
 };
 
 // --- kRows8 ---
-inline int scale_bytes(ScaleType st) { return st == ScaleType::kF32 ? 4 : 2; }
+constexpr int scale_bytes(ScaleType st) { return st == ScaleType::kF32 ? 4 : 2; }
 // Bytes of one group of one 8-row block.
 inline long rows8_group_bytes(int bits, int group, ScaleType st) { return static_cast<long>(group) * bits + 16L * scale_bytes(st); }
 // uint32 words per row of a kRows8 matrix ([n, words]: a row's share of its block's stream)
@@ -113,8 +113,9 @@ inline constexpr int kI16MaxRows = 8;
 // Row n of the matrix dequantized (scale * q + bias per value, MLX's dequantize) into out[k].
 void dequantize_row(const QMatrixView& q, long n, float* out);
 
-// Whether the kernel qmatmul picks for m rows of x (of a matrix in `layout`) on this context rounds x to int16 levels
-// for integer dot products (see QInput); group_steps: with a step per quantization group.
+// Whether the kernel qmatmul picks for m rows of x (of a matrix in `layout`) on this context
+// rounds x to int16 levels for integer dot products (see QInput); group_steps: with a step per
+// quantization group.
 bool qmatmul_int16(const KernelContext& ctx, int bits, int m, bool* group_steps = nullptr,
                    QLayout layout = QLayout::kMlx);
 
