@@ -39,7 +39,7 @@ struct Tile {
 // for 8 rows (t0 and t1 are multiples of 8: of the column block and of the matrix's rows).
 template <class I, int BITS, ScaleType ST>
 void widen_rows8(const QMatrixView& q, int t0, int t1, Tile<I>& t) {
-  constexpr int C = I::kCols, S = scale_bytes(ST);
+  constexpr int C = I::kCols;
   const int pairs = q.k / 2, groups = q.k / q.group;
   const long gb = rows8_group_bytes(BITS, q.group, ST);
   const auto* base = reinterpret_cast<const uint8_t*>(q.w);
@@ -70,10 +70,9 @@ void widen_rows8(const QMatrixView& q, int t0, int t1, Tile<I>& t) {
             for (int i = 0; i < 16; ++i) dst[i] = ch[i];
           }
         }
-        const uint8_t* meta = src + static_cast<long>(q.group) * BITS;
         for (int j = 0; j < 8; ++j) {
-          s[g * C + r0 + j] = load_scale<ST, I>(meta, j);
-          b[g * C + r0 + j] = load_scale<ST, I>(meta + 8 * S, j);
+          s[g * C + r0 + j] = load_scale<ST, I>(src + rows8_scale_offset(BITS, q.group, ST, j), 0);
+          b[g * C + r0 + j] = load_scale<ST, I>(src + rows8_scale_offset(BITS, q.group, ST, j, true), 0);
         }
       }
     }

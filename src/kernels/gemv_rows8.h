@@ -45,8 +45,8 @@ inline constexpr int kAhead = 4096;
 // x rows [m0, m0 + MB) against the 8 rows of the block at p.
 template <class I, int BITS, ScaleType ST, int G, int MB, bool PREFETCH>
 inline void block(const QInput& in, int m0, const uint8_t* p, int k, float* out, int ldo) {
-  constexpr int kWeightBytes = G * BITS, kChunks = kWeightBytes / 16;
-  constexpr int kGroupBytes = kWeightBytes + 16 * scale_bytes(ST);
+  constexpr int kChunks = G * BITS / 16;
+  constexpr long kGroupBytes = rows8_group_bytes(BITS, G, ST);
   const int groups = k / G;
   const __m256i low4 = _mm256_set1_epi16(0x0F);
   __m256 acc[MB], accb[MB];
@@ -73,7 +73,7 @@ inline void block(const QInput& in, int m0, const uint8_t* p, int k, float* out,
         }
       }
     }
-    const __m256 sc = load8<ST>(p + kWeightBytes), bi = load8<ST>(p + kWeightBytes + 8 * scale_bytes(ST));
+    const __m256 sc = load8<ST>(p + rows8_scale_offset(BITS, G, ST, 0)), bi = load8<ST>(p + rows8_scale_offset(BITS, G, ST, 0, true));
     for (int mm = 0; mm < MB; ++mm) {
       const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(s[mm][0], s[mm][1]), _mm256_add_epi32(s[mm][2], s[mm][3]));
       acc[mm] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), sc, acc[mm]);

@@ -36,7 +36,11 @@ struct QMatrixView {
 // --- kRows8 ---
 constexpr int scale_bytes(ScaleType st) { return st == ScaleType::kF32 ? 4 : 2; }
 // Bytes of one group of one 8-row block.
-inline long rows8_group_bytes(int bits, int group, ScaleType st) { return static_cast<long>(group) * bits + 16L * scale_bytes(st); }
+constexpr long rows8_group_bytes(int bits, int group, ScaleType st) { return static_cast<long>(group) * bits + 16L * scale_bytes(st); }
+// Where row j's scale (bias: its bias) sits within a group of an 8-row block, in bytes.
+constexpr long rows8_scale_offset(int bits, int group, ScaleType st, int j, bool bias = false) {
+  return static_cast<long>(group) * bits + (bias ? 8 + j : j) * scale_bytes(st);
+}
 // uint32 words per row of a kRows8 matrix ([n, words]: a row's share of its block's stream)
 // and back.
 inline int rows8_row_words(int k, int bits, int group, ScaleType st) {

@@ -29,10 +29,10 @@ inline Rows8Pos rows8_pos(const QMatrixView& q, long n, int i) {
   if (q.bits == 4) return {base + (kk / 4) * 16 + 2 * j + (kk % 2), (kk % 4) >= 2 ? 4 : 0};
   return {base + (kk / 2) * 16 + 2 * j + (kk % 2), 0};
 }
-// Byte offset of row n's scale of group g in a kRows8 matrix (its bias: 8 scale values later).
-inline long rows8_scale(const QMatrixView& q, long n, int g) {
+// Byte offset of row n's scale (bias: its bias) of group g in a kRows8 matrix.
+inline long rows8_scale(const QMatrixView& q, long n, int g, bool bias = false) {
   const long gb = rows8_group_bytes(q.bits, q.group, q.stype);
-  return ((n / 8) * (q.k / q.group) + g) * gb + static_cast<long>(q.group) * q.bits + (n % 8) * scale_bytes(q.stype);
+  return ((n / 8) * (q.k / q.group) + g) * gb + rows8_scale_offset(q.bits, q.group, q.stype, static_cast<int>(n % 8), bias);
 }
 
 // Row n dequantized (scale * q + bias, MLX's dequantize) in either layout.
@@ -41,10 +41,8 @@ void dequantize_any(const QMatrixView& q, long n, float* out) {
   const long groups = q.k / q.group;
   const auto* base = reinterpret_cast<const uint8_t*>(q.w);
   if (q.layout == QLayout::kRows8) {
-    const long sb = 8L * scale_bytes(q.stype);
     for (int g = 0; g < groups; ++g) {
-      const long at = rows8_scale(q, n, g);
-      const float s = load_scale<ST>(base + at, 0), b = load_scale<ST>(base + at + sb, 0);
+      const float s = load_scale<ST>(base + rows8_scale(q, n, g), 0), b = load_scale<ST>(base + rows8_scale(q, n, g, true), 0);
       for (int i = g * q.group; i < (g + 1) * q.group; ++i) {
         const Rows8Pos pos = rows8_pos(q, n, i);
         const uint32_t v = (base[pos.byte] >> pos.shift) & ((1u << q.bits) - 1);
@@ -139,9 +137,10 @@ void repack_rows8(const QMatrixView& src, uint32_t* dst, int block0, int block1)
             else b = static_cast<uint8_t>((r[2 * c] >> 4) | (r[2 * c + 1] & 0xF0));
           }
         const long at = (n * groups + g) * sbytes;
-        std::memcpy(o + static_cast<long>(src.group) * src.bits + j * sbytes, static_cast<const uint8_t*>(src.scales) + at, sbytes);
-        std::memcpy(o + static_cast<long>(src.group) * src.bits + (8 + j) * sbytes, static_cast<const uint8_t*>(src.biases) + at,
+        std::memcpy(o + rows8_scale_offset(src.bits, src.group, src.stype, j), static_cast<const uint8_t*>(src.scales) + at,
                     sbytes);
+        std::memcpy(o + rows8_scale_offset(src.bits, src.group, src.stype, j, true),
+                    static_cast<const uint8_t*>(src.biases) + at, sbytes);
       }
     }
 }
