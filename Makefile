@@ -84,15 +84,17 @@ $(MODELS_STAMP): tools/fetch_models.sh | $(BUILD)/build.ninja
 	tools/fetch_models.sh $(BUILD)/mlxcpp models $(PY)
 	@touch $@
 
-# libFuzzer runs of the GGUF and safetensors header parsers (clang-16 from Debian; optional).
+# libFuzzer runs of the GGUF and safetensors header parsers and the HTTP request-body parsers
+# (clang-16 from Debian; optional).
 FUZZ_SECONDS ?= 120
 fuzz: setup
 	@command -v clang++-16 >/dev/null || $(SUDO) apt-get install -y -qq clang-16 libclang-rt-16-dev
 	cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++-16 -DMLXCPP_FUZZ=ON -DMLXCPP_BUILD_TESTS=OFF
-	ninja -C build-fuzz fuzz_gguf fuzz_safetensors
-	mkdir -p build-fuzz/corpus/gguf build-fuzz/corpus/safetensors
+	ninja -C build-fuzz fuzz_gguf fuzz_safetensors fuzz_requests
+	mkdir -p build-fuzz/corpus/gguf build-fuzz/corpus/safetensors build-fuzz/corpus/requests
 	build-fuzz/fuzz/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -timeout=10 build-fuzz/corpus/gguf
 	build-fuzz/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 build-fuzz/corpus/safetensors
+	build-fuzz/fuzz/fuzz_requests -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -timeout=10 build-fuzz/corpus/requests
 
 # mlxcpp vs llama.cpp (built once from the pinned llama-cpp-python sdist into build/peers/) and
 # mlx-lm on the same machine and models; prints the table. Not part of `test`. Quick: bench/peers --quick.

@@ -15,5 +15,6 @@ Action add_convert(CLI::App& app);
 Action add_chat(CLI::App& app);
 Action add_tokenize(CLI::App& app);
 Action add_bench(CLI::App& app);
+Action add_serve(CLI::App& app);
 
 }  // namespace mlxcpp::cli

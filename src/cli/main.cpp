@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   add(mlxcpp::cli::add_chat);
   add(mlxcpp::cli::add_tokenize);
   add(mlxcpp::cli::add_bench);
+  add(mlxcpp::cli::add_serve);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -8,23 +8,11 @@
 #include <vector>
 
 #include "chat/chat_template.h"
+#include "scheduler/model_text.h"
 #include "generate/stream_generate.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mlxcpp::cli {
-
-// mlx-lm's eos set: config/generation_config eos_token_id plus the tokenizer's eos_token.
-std::vector<int64_t> merged_eos_ids(const Checkpoint& ckpt, const Tokenizer& tok);
-// mlx-lm's xtc_special_tokens: encode("\n") (with special tokens) + the eos ids.
-std::vector<int> xtc_special_tokens(const Tokenizer& tok, const std::vector<int64_t>& eos);
-
-// What mlx-lm's TokenizerWrapper.apply_chat_template hands transformers: the special tokens,
-// enable_thinking (true when the vocabulary has thinking tokens) unless the kwargs set it, then
-// `kwargs_json` (a JSON object; "" = none). Bad JSON is a ConfigError naming `flag`.
-OrderedJson chat_template_variables(const Tokenizer& tok, const std::string& kwargs_json, const std::string& flag);
-
-// The tokenizer's default chat template, compiled (TemplateError when it has none).
-ChatTemplate compile_chat_template(const Tokenizer& tok);
 
 // mlx-lm's main(): literal "\n" / "\t" escapes become characters; "-" reads stdin.
 std::string read_prompt_arg(const std::string& arg);

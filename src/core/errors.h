@@ -42,4 +42,15 @@ class RequestError : public Error {
   using Error::Error;
 };
 
+// The engine cannot take the request now or at all: too long for the context or the memory
+// budget (413), the queue is full (429), the server is stopping or overloaded (503).
+class CapacityError : public Error {
+ public:
+  CapacityError(int status, const std::string& message) : Error(message), status_(status) {}
+  int status() const { return status_; }
+
+ private:
+  int status_;
+};
+
 }  // namespace mlxcpp

@@ -28,6 +28,9 @@ Generator::Generator(const Model& model, std::vector<int> prompt, Sampler sample
     }
   }
   if (opts_.prefill_step_size <= 0) throw RequestError("[generate] prefill_step_size must be positive");
+  if (!processors_.empty() && !opts_.history.empty()) {
+    tokens_ = mx::array(opts_.history.data(), {static_cast<int>(opts_.history.size())}, mx::int32);
+  }
   if (caches_.empty()) {
     if (opts_.max_kv_size) {
       // make_prompt_cache(max_kv_size) for models without their own make_cache.

@@ -21,6 +21,9 @@ struct GenerateOptions {
   int max_tokens = 256;          // -1: no limit
   int prefill_step_size = 2048;
   std::optional<int> max_kv_size;  // use RotatingKVCache(max_kv_size, keep=4) when set
+  // Tokens the given caches already hold (a prompt-cache hit): the logits processors' history
+  // starts with them, so penalties see the same context as without the cache.
+  std::vector<int> history;
 };
 
 struct GeneratedToken {

@@ -16,7 +16,13 @@ StopMatcher::Step StopMatcher::push(std::string_view piece) {
   held_.append(piece);
   // The earliest match wins; it can only involve the new piece, since the held text had none.
   size_t first = std::string::npos;
-  for (const auto& s : stops_) first = std::min(first, held_.find(s));
+  for (const auto& s : stops_) {
+    size_t at = held_.find(s);
+    if (at < first) {
+      first = at;
+      matched_ = s;
+    }
+  }
   if (first != std::string::npos) {
     out.text = held_.substr(0, first);
     out.stopped = stopped_ = true;

@@ -26,12 +26,15 @@ class StopMatcher {
   std::string flush();
 
   bool stopped() const { return stopped_; }
+  // The stop string that matched ("" before a stop).
+  const std::string& matched() const { return matched_; }
   bool empty() const { return stops_.empty(); }
 
  private:
   std::vector<std::string> stops_;
   std::string held_;
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace mlxcpp

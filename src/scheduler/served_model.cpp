@@ -1,0 +1,95 @@
+#include "scheduler/served_model.h"
+
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <mlx/ops.h>
+#include <mlx/transforms.h>
+
+#include "cache/prompt_cache.h"
+#include "core/errors.h"
+#include "scheduler/model_text.h"
+
+namespace mx = mlx::core;
+
+namespace mlxcpp::sched {
+
+namespace {
+
+int context_length_of(const Checkpoint& ckpt) {
+  auto c = ckpt.config();
+  if (auto tc = c.get("text_config")) {
+    if (auto v = tc->opt_int("max_position_embeddings")) return static_cast<int>(*v);
+  }
+  if (auto v = c.opt_int("max_position_embeddings")) return static_cast<int>(*v);
+  return 0;
+}
+
+std::string read_text(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw ConfigError(fmt::format("{}: cannot read the chat template file", file.string()));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A one-token forward on a fresh cache: warms up the kernels and measures the cache's bytes per
+// token (a KV cache reserves KVCache::kStep rows at once).
+int64_t measure_kv_bytes_per_token(const Model& model) {
+  auto caches = model.make_cache();
+  int id = 0;
+  auto logits = model(mx::array(&id, {1, 1}, mx::int32), &caches);
+  mx::eval(logits);
+  int64_t total = 0;
+  for (const auto& c : caches) total += c->nbytes() / KVCache::kStep;
+  return total;
+}
+
+}  // namespace
+
+ServedModel load_served_model(const std::filesystem::path& dir, const ModelOptions& mopts,
+                              const ServeModelOptions& sopts) {
+  // The tokenizer (a few hundred ms for a large vocabulary) loads while the weights do.
+  auto tok = std::async(std::launch::async, [&] { return Tokenizer::load(dir); });
+  LoadedModel loaded;
+  try {
+    loaded = load_model(dir, mopts);
+  } catch (...) {
+    tok.wait();
+    throw;
+  }
+  ServedModel m{.id = sopts.id.empty() ? dir.filename().string() : sopts.id,
+                .loaded = std::move(loaded),
+                .tokenizer = tok.get()};
+  if (m.id.empty()) m.id = dir.parent_path().filename().string();
+  if (!sopts.chat_template_file.empty()) {
+    m.template_source = read_text(sopts.chat_template_file);
+    m.chat_template = ChatTemplate::compile(m.template_source, sopts.chat_template_file);
+  } else if (!m.tokenizer.chat_templates().empty()) {
+    m.template_source = m.tokenizer.chat_template();
+    m.chat_template = compile_chat_template(m.tokenizer);
+  }
+  m.default_template_kwargs = sopts.template_kwargs;
+  m.eos_ids = merged_eos_ids(m.loaded.checkpoint, m.tokenizer);
+  m.xtc_special = xtc_special_tokens(m.tokenizer, m.eos_ids);
+  if (!m.template_source.empty()) m.reasoning = detect_reasoning_format(m.tokenizer, m.template_source);
+  if (sopts.tool_call_format == "auto") {
+    m.tool_format = m.template_source.empty() ? ToolCallFormat::kNone
+                                               : detect_tool_call_format(m.tokenizer, m.template_source);
+  } else {
+    auto f = tool_call_format_from_string(sopts.tool_call_format);
+    if (!f) throw ConfigError(fmt::format("--tool-call-format: unknown format '{}'", sopts.tool_call_format));
+    m.tool_format = *f;
+  }
+  m.context_length = context_length_of(m.loaded.checkpoint);
+  for (const auto& p : m.loaded.model->parameters()) m.weight_bytes += static_cast<int64_t>(p.nbytes());
+  m.kv_bytes_per_token = measure_kv_bytes_per_token(*m.loaded.model);
+  m.created = std::chrono::duration_cast<std::chrono::seconds>(
+                  std::chrono::system_clock::now().time_since_epoch()).count();
+  return m;
+}
+
+}  // namespace mlxcpp::sched

