@@ -121,7 +121,7 @@ Action add_serve(CLI::App& app) {
   sub->add_option("--min-p", d.min_p, "Default min_p")->capture_default_str();
   sub->add_option("--max-tokens", d.max_tokens, "Default max_tokens")->capture_default_str();
   sub->add_option("--log-level", a->log_level, "trace, debug, info, warn, error")->capture_default_str();
-  sub->add_flag("--log-prompts", a->serve.log_prompts, "Log prompts at debug level");
+  sub->add_flag("--log-prompts", a->serve.engine.log_prompts, "Log each prompt's text (with --log-level debug)");
   auto t0 = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
   return [a, t0] { return run(*a, *t0); };
 }

@@ -99,6 +99,11 @@ RequestId Engine::submit(Request req, EventSink sink) {
     throw CapacityError(429, fmt::format("the request queue is full ({} waiting); retry later", queue_.size()));
   }
   RequestId id = next_id_++;
+  spdlog::debug("request {} ({}): {} prompt tokens, max_tokens {}, n {}, queue {}", id, req.endpoint, req.prompt.size(),
+                req.max_tokens, req.n, queue_.size());
+  if (opts_.log_prompts) {
+    spdlog::debug("request {} prompt: {}", id, model_.tokenizer.decode({req.prompt.begin(), req.prompt.end()}));
+  }
   queue_.push_back(Job{id, std::move(req), std::move(sink), Clock::now(), std::make_shared<std::atomic<bool>>(false)});
   metrics_.queue_depth = static_cast<int>(queue_.size());
   cv_.notify_one();
@@ -192,6 +197,8 @@ void Engine::run(Job& job) {
   } else {
     ++metrics_.requests_finished;
   }
+  spdlog::debug("request {} done: {} prompt ({} cached), {} generated, ttft {:.3f} s", job.id, usage.prompt_tokens,
+                usage.cached_tokens, usage.completion_tokens, usage.ttft_s);
   job.sink(usage);
 }
 

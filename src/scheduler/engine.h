@@ -26,6 +26,7 @@ struct EngineOptions {
   std::chrono::milliseconds queue_timeout{0};  // a request waiting longer fails with 503 (0: no limit)
   int prefill_step_size = 2048;
   int64_t memory_budget = 0;              // bytes for weights + one request's cache (0: no check)
+  bool log_prompts = false;               // debug log of each prompt's text (never logged otherwise)
 };
 
 class Engine {

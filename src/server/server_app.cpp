@@ -14,7 +14,7 @@ int run_server(const sched::ServedModel& model, const ServeOptions& opts,
   sched::Engine engine(model, opts.engine);
   RequestCounters counters;
   ResponseStore responses(opts.response_store_bytes);
-  ServerContext ctx{engine, opts.defaults, counters, responses, opts.log_prompts};
+  ServerContext ctx{engine, opts.defaults, counters, responses};
 
   HttpServer http(opts.http);
   http.set_error_shaper(shape_http_error);

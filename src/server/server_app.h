@@ -16,7 +16,6 @@ struct ServeOptions {
   sched::EngineOptions engine;
   ServerDefaults defaults;
   int64_t response_store_bytes = 64LL << 20;  // the Responses API's previous_response_id store
-  bool log_prompts = false;
 };
 
 // Serves `model` until SIGINT/SIGTERM; calls on_ready(url) once listening. Returns the exit code.

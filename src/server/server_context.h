@@ -31,7 +31,6 @@ struct ServerContext {
   ServerDefaults defaults;
   RequestCounters& counters;
   ResponseStore& responses;
-  bool log_prompts = false;
 };
 
 // A route: `endpoint` names it in /metrics; the handler's exceptions become protocol-shaped

@@ -172,3 +172,14 @@ def test_bad_requests_name_the_field(client, server, kw, param):
         create(client, server, input, **kw)
     assert e.value.status_code == 400
     assert e.value.body["param"] == param
+
+
+def test_retrieve_and_delete_a_stored_response(client, server):
+    r = create(client, server, "Say hello.", max_output_tokens=8)
+    got = client.responses.retrieve(r.id)
+    assert got.id == r.id and got.output_text == r.output_text
+    client.responses.delete(r.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(r.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.delete(r.id)

@@ -16,7 +16,6 @@ void handle_messages(ServerContext& ctx, const HttpRequest& req, const std::shar
   anthropic::MessagesRequest r = anthropic::parse_messages_request(parse_body(req.body));
   PreparedCall p = prepare_chat(ctx.engine, r.call, ctx.defaults);
   p.request.endpoint = "messages";
-  if (ctx.log_prompts) spdlog::info("messages prompt: {}", p.prompt_text);
   const std::string id = make_id("msg_");
   const std::string& model = ctx.engine.model().id;
   if (r.stream) {

@@ -52,10 +52,20 @@ std::set<std::string> methods_of(const std::map<std::string, Handler>& by_method
   return out;
 }
 
+// The exact route, else a "<prefix>/*" route whose prefix is followed by one more segment.
+using Routes = std::map<std::string, std::map<std::string, Handler>>;
+Routes::const_iterator find_route(const Routes& routes, const std::string& path) {
+  auto p = routes.find(path);
+  if (p != routes.end()) return p;
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos || slash + 1 == path.size()) return routes.end();
+  return routes.find(path.substr(0, slash + 1) + "*");
+}
+
 // What a preflight may ask for: the path's methods, or every routed method for an unknown path.
 std::string preflight_methods(const ServerCore& core, const std::string& path) {
   std::set<std::string> methods{"OPTIONS"};
-  auto p = core.routes.find(path);
+  auto p = find_route(core.routes, path);
   if (p != core.routes.end()) {
     for (const auto& m : methods_of(p->second)) methods.insert(m);
   } else {
@@ -98,7 +108,7 @@ void dispatch_request(ServerCore& core, const HttpRequest& req, const std::share
                  {{"WWW-Authenticate", "Bearer"}});
   }
 
-  auto p = core.routes.find(req.path);
+  auto p = find_route(core.routes, req.path);
   if (p == core.routes.end()) return error(404, "no route for " + req.method + " " + req.path);
   auto m = p->second.find(req.method);
   if (m == p->second.end()) {

@@ -74,7 +74,8 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Exact path + method. A path with routes but not this method answers 405.
+  // Exact path + method; a path ending in "/*" matches one more segment ("/v1/responses/*"
+  // serves "/v1/responses/resp_1"). A path with routes but not this method answers 405.
   void route(const std::string& method, const std::string& path, Handler h);
   void set_error_shaper(ErrorShaper s);
   // Called once when a stop begins (signal or stop()): e.g. cancel queued work, end streams.

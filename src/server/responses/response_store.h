@@ -13,18 +13,15 @@
 
 #include "chat/message.h"
 #include "core/errors.h"
+#include "server/api_error.h"
 #include "server/json_fields.h"
 
 namespace mlxcpp::server {
 
 // A referenced object that does not exist (HTTP 404, with the field that named it).
-class NotFoundError : public RequestError {
+class NotFoundError : public HttpStatusError {
  public:
-  NotFoundError(std::string param, const std::string& message) : RequestError(message), param_(std::move(param)) {}
-  const std::string& param() const { return param_; }
-
- private:
-  std::string param_;
+  NotFoundError(std::string param, const std::string& message) : HttpStatusError(404, std::move(param), message) {}
 };
 
 struct StoredResponse {

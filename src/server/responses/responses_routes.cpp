@@ -32,7 +32,9 @@ struct Keeper {
 };
 
 void create_response(ServerContext& ctx, const HttpRequest& req, const std::shared_ptr<ResponseWriter>& w) {
-  auto r = responses::parse_responses_request(parse_body(req.body));
+  Json body = parse_body(req.body);
+  check_model_field(Fields(body), ctx.engine.model());
+  auto r = responses::parse_responses_request(body);
   std::vector<Message> history;
   if (r.previous_response_id) history = ctx.responses.at(*r.previous_response_id).conversation;
   history.insert(history.end(), r.input.begin(), r.input.end());
@@ -40,7 +42,6 @@ void create_response(ServerContext& ctx, const HttpRequest& req, const std::shar
 
   auto prepared = prepare_chat(ctx.engine, r.chat, ctx.defaults);
   prepared.request.endpoint = "responses";
-  if (ctx.log_prompts) spdlog::info("responses prompt: {}", prepared.prompt_text);
 
   // The response repeats the sampling values in effect.
   if (!r.echo.contains("temperature")) r.echo["temperature"] = prepared.request.sampling.temp;
@@ -76,11 +77,21 @@ void create_response(ServerContext& ctx, const HttpRequest& req, const std::shar
 void add_responses_routes(HttpServer& http, ServerContext& ctx) {
   add_route(http, ctx, "POST", "/v1/responses", "responses",
             [](ServerContext& c, const HttpRequest& req, const std::shared_ptr<ResponseWriter>& w) {
-              try {
-                create_response(c, req, w);
-              } catch (const NotFoundError& e) {
-                send_error(*w, Protocol::kOpenAI, ApiError{404, e.what(), e.param()});
+              create_response(c, req, w);
+            });
+  // GET / DELETE /v1/responses/{id}: a stored response, or its removal.
+  auto id_of = [](const HttpRequest& req) { return req.path.substr(req.path.rfind('/') + 1); };
+  add_route(http, ctx, "GET", "/v1/responses/*", "responses_get",
+            [id_of](ServerContext& c, const HttpRequest& req, const std::shared_ptr<ResponseWriter>& w) {
+              w->send(200, "application/json", dump(c.responses.at(id_of(req), "response_id").response));
+            });
+  add_route(http, ctx, "DELETE", "/v1/responses/*", "responses_delete",
+            [id_of](ServerContext& c, const HttpRequest& req, const std::shared_ptr<ResponseWriter>& w) {
+              const std::string id = id_of(req);
+              if (!c.responses.erase(id)) {
+                throw NotFoundError("response_id", "no stored response with id '" + id + "'");
               }
+              w->send(200, "application/json", dump(Json{{"id", id}, {"object", "response"}, {"deleted", true}}));
             });
 }
 
