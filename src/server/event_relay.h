@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "scheduler/engine.h"
 #include "server/api_error.h"
@@ -40,9 +41,15 @@ StreamEncoder stream_encoder(std::shared_ptr<Encoder> enc) {
 }
 
 // Submit errors (413/429/503) propagate as exceptions to the caller, before anything was sent.
-sched::RequestId relay_stream(sched::Engine& engine, const std::shared_ptr<ResponseWriter>& w, sched::Request req,
-                              StreamEncoder enc, Protocol p);
-sched::RequestId relay_whole(sched::Engine& engine, const std::shared_ptr<ResponseWriter>& w, sched::Request req,
-                             BodyBuilder b, Protocol p);
+// Several requests (e.g. /v1/completions with a list of prompts) answer as one: their choices are
+// numbered across them in order, one Usage sums them, and a client that goes cancels them all.
+void relay_stream(sched::Engine& engine, const std::shared_ptr<ResponseWriter>& w, std::vector<sched::Request> reqs,
+                  StreamEncoder enc, Protocol p);
+void relay_whole(sched::Engine& engine, const std::shared_ptr<ResponseWriter>& w, std::vector<sched::Request> reqs,
+                 BodyBuilder b, Protocol p);
+void relay_stream(sched::Engine& engine, const std::shared_ptr<ResponseWriter>& w, sched::Request req,
+                  StreamEncoder enc, Protocol p);
+void relay_whole(sched::Engine& engine, const std::shared_ptr<ResponseWriter>& w, sched::Request req, BodyBuilder b,
+                 Protocol p);
 
 }  // namespace mlxcpp::server

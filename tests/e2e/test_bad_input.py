@@ -100,7 +100,7 @@ def chat_cases():
 def completion_cases():
     base = {"prompt": "hi", "max_tokens": 2}
     for field, values in {
-        "prompt": [5, [], [-1], ["a", "b"], [[1], [2]], [1.5], {"x": 1}, "", [99999999]],
+        "prompt": [5, [], [-1], ["a", ""], [[1], []], ["a"] * 17, [1.5], {"x": 1}, "", [99999999], [["a"]]],
         "echo": ["x"], "logprobs": [99, "x", -1], "suffix": ["x"], "best_of": [3], "max_tokens": [-1],
         "temperature": [-2], "stop": [[""]],
     }.items():

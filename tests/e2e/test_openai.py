@@ -140,6 +140,26 @@ def test_completions_text_echo_ids_and_logprobs(client, server):
     assert "".join(c.choices[0].text for c in chunks if c.choices) == text
 
 
+def test_completions_with_a_list_of_prompts(client, server):
+    prompts = ["The capital of France is", "One plus one is"]
+    solo = [client.completions.create(model=server.model, prompt=p, max_tokens=6, temperature=0).choices[0].text
+            for p in prompts]
+    r = client.completions.create(model=server.model, prompt=prompts, max_tokens=6, temperature=0, echo=True)
+    assert [c.index for c in r.choices] == [0, 1]
+    assert [c.text for c in r.choices] == [p + t for p, t in zip(prompts, solo)]
+    # n choices per prompt, numbered prompt by prompt; the stream carries the same texts.
+    r2 = client.completions.create(model=server.model, prompt=prompts, max_tokens=6, temperature=0, n=2)
+    assert [c.text for c in r2.choices] == [solo[0], solo[0], solo[1], solo[1]]
+    texts = {}
+    for chunk in client.completions.create(model=server.model, prompt=prompts, max_tokens=6, temperature=0,
+                                           stream=True, stream_options={"include_usage": True}):
+        for c in chunk.choices:
+            texts[c.index] = texts.get(c.index, "") + c.text
+        if chunk.usage:
+            assert chunk.usage.completion_tokens == r.usage.completion_tokens
+    assert [texts[0], texts[1]] == solo
+
+
 def test_tokenize_detokenize_round_trip(client, server):
     t = post_json(server, "/tokenize", {"content": "Hello world", "add_special_tokens": False})
     assert t["count"] == len(t["tokens"]) > 0

@@ -1,4 +1,4 @@
-// POST /v1/completions: a raw prompt (text or token ids), no chat template; echo, stream and the
+// POST /v1/completions: raw prompts (text or token ids, one or a list), no chat template; echo, stream and the
 // legacy logprobs shape ({tokens, token_logprobs, top_logprobs, text_offset}).
 #include <fmt/format.h>
 
@@ -10,9 +10,16 @@ namespace mlxcpp::server::openai {
 
 namespace {
 
+struct Prompt {
+  std::vector<int> ids;  // token ids, or
+  std::string text;      // text (encoded with special tokens)
+};
+
+// OpenAI accepts up to this many prompts per request (its batch limit).
+constexpr size_t kMaxPrompts = 16;
+
 struct CompletionRequest {
-  std::vector<int> ids;
-  std::string text;
+  std::vector<Prompt> prompts;
   bool echo = false;
   bool stream = false;
   bool include_usage = false;
@@ -37,23 +44,23 @@ CompletionRequest parse_completion_request(const Json& body) {
   const Json* p = f.get("prompt");
   if (!p) f.fail("prompt", "is required");
   auto one = [&](const Json& v) {
+    Prompt out;
     if (v.is_string()) {
-      r.text = v.get<std::string>();
+      out.text = v.get<std::string>();
     } else if (v.is_array()) {
-      r.ids = token_list(v, "prompt");
+      out.ids = token_list(v, "prompt");
     } else {
-      f.fail("prompt", fmt::format("must be a string, a list of token ids, or a list of one of those; got {}", brief(v)));
+      f.fail("prompt", fmt::format("must be a string, a list of token ids, or a list of those; got {}", brief(v)));
     }
+    if (out.text.empty() && out.ids.empty()) f.fail("prompt", "is empty");
+    r.prompts.push_back(std::move(out));
   };
   if (p->is_array() && !p->empty() && (p->front().is_string() || p->front().is_array())) {
-    if (p->size() > 1) {
-      f.fail("prompt", fmt::format("holds {} prompts; this server takes one prompt per request", p->size()));
-    }
-    one(p->front());
+    if (p->size() > kMaxPrompts) f.fail("prompt", fmt::format("holds {} prompts; at most {}", p->size(), kMaxPrompts));
+    for (const auto& item : *p) one(item);
   } else {
     one(*p);
   }
-  if (r.text.empty() && r.ids.empty()) f.fail("prompt", "is empty");
   if (f.has("suffix")) f.fail("suffix", "is not supported");
   r.echo = f.boolean("echo").value_or(false);
   r.stream = f.boolean("stream").value_or(false);
@@ -84,8 +91,9 @@ Json legacy_logprobs(const std::vector<sched::TokenLogprob>& lps, size_t text_of
 
 class CompletionStreamEncoder {
  public:
-  CompletionStreamEncoder(std::string id, std::string model, bool include_usage, std::string echo)
-      : id_(std::move(id)), model_(std::move(model)), include_usage_(include_usage), echo_(std::move(echo)) {}
+  // echo[k]: the text echoed before each choice of prompt k (n choices each); empty: no echo.
+  CompletionStreamEncoder(std::string id, std::string model, bool include_usage, std::vector<std::string> echo, int n)
+      : id_(std::move(id)), model_(std::move(model)), include_usage_(include_usage), echo_(std::move(echo)), n_(n) {}
 
   std::string encode(const sched::Event& e) {
     std::string out;
@@ -119,7 +127,7 @@ class CompletionStreamEncoder {
     if (echoed_.size() <= static_cast<size_t>(choice)) echoed_.resize(choice + 1, false);
     if (echoed_[choice]) return "";
     echoed_[choice] = true;
-    return echo_;
+    return echo_[choice / n_];
   }
   Json chunk(Json choice) const {
     Json c{{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", model_},
@@ -130,15 +138,17 @@ class CompletionStreamEncoder {
   std::string id_, model_;
   int64_t created_ = unix_now();
   bool include_usage_;
-  std::string echo_;
+  std::vector<std::string> echo_;
+  int n_;
   std::vector<bool> echoed_;
 };
 
 Json completion_body(const std::string& id, const std::string& model, const std::vector<ChoiceText>& choices,
-                     const sched::Usage& usage, bool with_logprobs, const std::string& echo) {
+                     const sched::Usage& usage, bool with_logprobs, const std::vector<std::string>& echoes, int n) {
   Json out = Json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     const auto& c = choices[i];
+    const std::string echo = echoes.empty() ? "" : echoes[i / n];
     out.push_back(Json{{"index", static_cast<int>(i)},
                        {"text", echo + c.content},
                        {"logprobs", with_logprobs ? legacy_logprobs(c.logprobs, echo.size()) : Json(nullptr)},
@@ -156,25 +166,27 @@ void add_completion_routes_impl(HttpServer& http, ServerContext& ctx) {
               Json body = parse_body(req.body);
               check_model_field(Fields(body), ctx.engine.model());
               CompletionRequest r = parse_completion_request(body);
-              PreparedCall p = prepare_completion(ctx.engine, r.ids, r.text, r.gen, ctx.defaults);
-              p.request.endpoint = "completions";
-              std::string echo;
-              if (r.echo) {
-                echo = r.ids.empty() ? r.text
-                                     : ctx.engine.model().tokenizer.decode(
-                                           std::vector<int32_t>(r.ids.begin(), r.ids.end()));
+              std::vector<sched::Request> reqs;
+              std::vector<std::string> echo;
+              const auto& tok = ctx.engine.model().tokenizer;
+              for (const auto& pr : r.prompts) {
+                PreparedCall p = prepare_completion(ctx.engine, pr.ids, pr.text, r.gen, ctx.defaults);
+                p.request.endpoint = "completions";
+                reqs.push_back(std::move(p.request));
+                if (r.echo) echo.push_back(pr.ids.empty() ? pr.text : tok.decode({pr.ids.begin(), pr.ids.end()}));
               }
+              const int n = r.gen.n;
               const std::string id = make_id("cmpl-");
               const std::string model = ctx.engine.model().id;
               if (r.stream) {
-                auto enc = std::make_shared<CompletionStreamEncoder>(id, model, r.include_usage, echo);
-                relay_stream(ctx.engine, w, std::move(p.request), stream_encoder(enc), Protocol::kOpenAI);
+                auto enc = std::make_shared<CompletionStreamEncoder>(id, model, r.include_usage, echo, n);
+                relay_stream(ctx.engine, w, std::move(reqs), stream_encoder(enc), Protocol::kOpenAI);
                 return;
               }
-              const bool with_lp = p.request.output.top_logprobs >= 0;
-              relay_whole(ctx.engine, w, std::move(p.request),
+              const bool with_lp = r.gen.top_logprobs >= 0;
+              relay_whole(ctx.engine, w, std::move(reqs),
                           choices_body_builder([=](const auto& choices, const sched::Usage& usage) {
-                            return completion_body(id, model, choices, usage, with_lp, echo);
+                            return completion_body(id, model, choices, usage, with_lp, echo, n);
                           }),
                           Protocol::kOpenAI);
             });
