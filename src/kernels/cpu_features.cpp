@@ -1,6 +1,9 @@
 #include "kernels/cpu_features.h"
 
 #include <sched.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include <fstream>
 #include <set>
@@ -12,12 +15,24 @@
 
 namespace mlxcpp::kernels {
 
+namespace {
+
+#if defined(__x86_64__)
+// CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports has no "f16c").
+bool has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+#endif
+
+}  // namespace
+
 bool isa_supported(Isa isa) {
 #if defined(__x86_64__)
   switch (isa) {
     case Isa::kScalar: return true;
     case Isa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     case Isa::kAvx512:
       return isa_supported(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
