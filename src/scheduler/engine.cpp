@@ -216,7 +216,7 @@ int Engine::run_choice(Job& job, int choice, Usage& usage, Clock::time_point sta
   if (sp.xtc_special_tokens.empty()) sp.xtc_special_tokens = model_.xtc_special;
   Generator gen(model_.model(), std::vector<int>(req.prompt.begin() + hit.tokens, req.prompt.end()), make_sampler(sp),
                 make_logits_processors(req.processors), gopts, std::move(hit.caches));
-  OutputPipeline pipe(tok, req.output, choice, fmt::format("{}_{}", job.id, choice));
+  OutputPipeline pipe(tok, model_.detokenizer, req.output, choice, fmt::format("{}_{}", job.id, choice));
   std::vector<int> generated;
   std::string reason = "length";
   int completion = 0;

@@ -2,9 +2,9 @@
 
 namespace mlxcpp::sched {
 
-OutputPipeline::OutputPipeline(const Tokenizer& tok, const OutputOptions& opts, int choice,
-                               const std::string& id_prefix)
-    : detok_(tok), matcher_(opts.stops), choice_(choice) {
+OutputPipeline::OutputPipeline(const Tokenizer& tok, StreamingDetokenizer::Kind detok, const OutputOptions& opts,
+                               int choice, const std::string& id_prefix)
+    : detok_(tok, detok), matcher_(opts.stops), choice_(choice) {
   if (opts.reasoning) reasoning_.emplace(*opts.reasoning, opts.starts_in_reasoning);
   if (opts.tool_format != ToolCallFormat::kNone) tools_ = make_tool_call_parser(opts.tool_format, id_prefix, opts.tools);
   if (!opts.forced_prefix.empty() && tools_) {

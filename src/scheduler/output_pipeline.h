@@ -17,7 +17,8 @@ namespace mlxcpp::sched {
 
 class OutputPipeline {
  public:
-  OutputPipeline(const Tokenizer& tok, const OutputOptions& opts, int choice, const std::string& id_prefix);
+  OutputPipeline(const Tokenizer& tok, StreamingDetokenizer::Kind detok, const OutputOptions& opts, int choice,
+                 const std::string& id_prefix);
 
   // One generated token (an eos is not pushed). Sets stopped() when a stop string matched.
   Delta push(int id, std::optional<TokenLogprob> logprob);

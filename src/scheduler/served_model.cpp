@@ -72,6 +72,7 @@ ServedModel load_served_model(const std::filesystem::path& dir, const ModelOptio
     m.template_source = m.tokenizer.chat_template();
     m.chat_template = compile_chat_template(m.tokenizer);
   }
+  m.detokenizer = StreamingDetokenizer::kind_for(m.tokenizer);
   m.default_template_kwargs = sopts.template_kwargs;
   m.eos_ids = merged_eos_ids(m.loaded.checkpoint, m.tokenizer);
   m.xtc_special = xtc_special_tokens(m.tokenizer, m.eos_ids);

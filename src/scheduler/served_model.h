@@ -11,6 +11,7 @@
 #include "chat/chat_template.h"
 #include "chat/output_parsers.h"
 #include "models/model.h"
+#include "tokenizer/streaming_detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mlxcpp::sched {
@@ -26,6 +27,8 @@ struct ServedModel {
   std::string id;
   LoadedModel loaded;
   Tokenizer tokenizer;
+  // mlx-lm's detokenizer class for this tokenizer, found once (it reads tokenizer.json).
+  StreamingDetokenizer::Kind detokenizer = StreamingDetokenizer::Kind::kNaive;
   std::string template_source;             // "" when the model has no chat template
   std::optional<ChatTemplate> chat_template;
   OrderedJson default_template_kwargs = OrderedJson::object();
