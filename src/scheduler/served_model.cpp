@@ -53,7 +53,11 @@ int64_t measure_kv_bytes_per_token(const Model& model) {
 ServedModel load_served_model(const std::filesystem::path& dir, const ModelOptions& mopts,
                               const ServeModelOptions& sopts) {
   // The tokenizer (a few hundred ms for a large vocabulary) loads while the weights do.
-  auto tok = std::async(std::launch::async, [&] { return Tokenizer::load(dir); });
+  auto tok = std::async(std::launch::async, [&] {
+    Tokenizer t = Tokenizer::load(dir);
+    auto kind = StreamingDetokenizer::kind_for(t);
+    return std::make_pair(std::move(t), kind);
+  });
   LoadedModel loaded;
   try {
     loaded = load_model(dir, mopts);
@@ -61,9 +65,11 @@ ServedModel load_served_model(const std::filesystem::path& dir, const ModelOptio
     tok.wait();
     throw;
   }
+  auto tok_kind = tok.get();
   ServedModel m{.id = sopts.id.empty() ? dir.filename().string() : sopts.id,
                 .loaded = std::move(loaded),
-                .tokenizer = tok.get()};
+                .tokenizer = std::move(tok_kind.first),
+                .detokenizer = tok_kind.second};
   if (m.id.empty()) m.id = dir.parent_path().filename().string();
   if (!sopts.chat_template_file.empty()) {
     m.template_source = read_text(sopts.chat_template_file);
@@ -72,7 +78,6 @@ ServedModel load_served_model(const std::filesystem::path& dir, const ModelOptio
     m.template_source = m.tokenizer.chat_template();
     m.chat_template = compile_chat_template(m.tokenizer);
   }
-  m.detokenizer = StreamingDetokenizer::kind_for(m.tokenizer);
   m.default_template_kwargs = sopts.template_kwargs;
   m.eos_ids = merged_eos_ids(m.loaded.checkpoint, m.tokenizer);
   m.xtc_special = xtc_special_tokens(m.tokenizer, m.eos_ids);
