@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "server/http/http_core.h"
+
 namespace mlxcpp::server::http_detail {
 
 namespace {
@@ -10,12 +12,6 @@ namespace {
 // Headers browsers' SDK clients send that a preflight must always allow.
 constexpr const char* kAlwaysAllowed[] = {"authorization", "content-type", "x-api-key", "anthropic-version"};
 constexpr const char* kMaxAge = "600";
-
-bool iequals(const std::string& a, const std::string& b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](unsigned char x, unsigned char y) {
-           return std::tolower(x) == std::tolower(y);
-         });
-}
 
 std::string lower_trim(std::string s) {
   auto sp = [](unsigned char c) { return c == ' ' || c == '\t'; };

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -27,6 +28,12 @@ class Session;
 
 // spdlog::get("http"), or the default logger when main registered none.
 std::shared_ptr<spdlog::logger> http_logger();
+
+// ASCII case-insensitive equality (header names, schemes, origins): Beast's, for std views.
+bool iequals(std::string_view a, std::string_view b);
+
+// Runs each callback once; one that throws is logged as `what` and the rest still run.
+void run_callbacks(std::vector<std::function<void()>>& cbs, const char* what);
 
 // OpenAI-style {"error": {"message", "type", "code"}}.
 std::pair<std::string, std::string> default_error_body(int status, const std::string& message);

@@ -15,15 +15,6 @@ namespace {
 // A client that stops reading must not make the server buffer a whole generation.
 constexpr size_t kMaxQueuedBytes = 64u << 20;
 
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  }
-  return true;
-}
-
 bool has_header(const ResponseWriter::Headers& hs, std::string_view name) {
   for (const auto& [k, v] : hs)
     if (iequals(k, name)) return true;
@@ -86,21 +77,20 @@ void Session::stream_head(uint64_t seq, int status, const std::string& ctype, co
   started_ = stream_open_ = true;
   status_ = status;
   if (core_->stopping) keep_alive_ = false;
-  chunked_ = version_ >= 11;
-  if (!chunked_) keep_alive_ = false;  // HTTP/1.0: the body ends when the connection does
+  if (!chunked()) keep_alive_ = false;  // HTTP/1.0: the body ends when the connection does
   Headers all = hs;
   if (ctype.rfind("text/event-stream", 0) == 0) {
     // Proxies (nginx) must pass events through as they come.
     if (!has_header(hs, "cache-control")) all.emplace_back("Cache-Control", "no-cache");
     if (!has_header(hs, "x-accel-buffering")) all.emplace_back("X-Accel-Buffering", "no");
   }
-  enqueue({head_bytes(status, ctype, all, std::nullopt, chunked_), {}, {}, false});
+  enqueue({head_bytes(status, ctype, all, std::nullopt, chunked()), {}, {}, false});
 }
 
 void Session::stream_chunk(uint64_t seq, std::string data) {
   if (!current(seq) || !stream_open_ || data.empty()) return;
   body_bytes_ += data.size();
-  if (!chunked_) return enqueue({{}, std::move(data), {}, false});
+  if (!chunked()) return enqueue({{}, std::move(data), {}, false});
   char size_line[24];
   std::snprintf(size_line, sizeof(size_line), "%zx\r\n", data.size());
   enqueue({size_line, std::move(data), "\r\n", false});
@@ -109,7 +99,7 @@ void Session::stream_chunk(uint64_t seq, std::string data) {
 void Session::stream_end(uint64_t seq) {
   if (!current(seq) || !stream_open_) return;
   stream_open_ = false;
-  enqueue({chunked_ ? "0\r\n\r\n" : "", {}, {}, true});
+  enqueue({chunked() ? "0\r\n\r\n" : "", {}, {}, true});
 }
 
 void Session::writer_dropped(uint64_t seq) {

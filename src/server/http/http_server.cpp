@@ -49,6 +49,22 @@ ServerCore::ServerCore(HttpOptions o)
       grace_timer_(strand_),
       retry_timer_(strand_) {}
 
+bool iequals(std::string_view a, std::string_view b) {
+  return boost::beast::iequals(boost::beast::string_view(a.data(), a.size()), boost::beast::string_view(b.data(), b.size()));
+}
+
+void run_callbacks(std::vector<std::function<void()>>& cbs, const char* what) {
+  for (auto& cb : cbs) {
+    try {
+      cb();
+    } catch (const std::exception& e) {
+      http_logger()->warn("{} callback threw: {}", what, e.what());
+    } catch (...) {
+      http_logger()->warn("{} callback threw a non-std exception", what);
+    }
+  }
+}
+
 std::pair<std::string, std::string> ServerCore::shape_error(const HttpRequest& req, int status,
                                                             const std::string& msg) const {
   if (shaper) {
@@ -174,15 +190,7 @@ void ServerCore::begin_stop() {
     std::lock_guard lock(mu_);
     cbs.swap(stop_cbs_);
   }
-  for (auto& cb : cbs) {
-    try {
-      cb();
-    } catch (const std::exception& e) {
-      http_logger()->warn("on_stop callback threw: {}", e.what());
-    } catch (...) {
-      http_logger()->warn("on_stop callback threw a non-std exception");
-    }
-  }
+  run_callbacks(cbs, "on_stop");
   for (auto& s : live_sessions()) asio::post(s->executor(), [s] { s->server_stopping(); });
   if (open_sessions_ == 0) return;
   grace_timer_.expires_after(opts.shutdown_grace);

@@ -125,16 +125,18 @@ std::string Session::too_large_message() const {
   return "request body" + declared + " exceeds the limit of " + std::to_string(core_->opts.max_body_bytes) + " bytes";
 }
 
-void Session::begin_response(HttpRequest meta) {
+CorsDecision Session::begin_response(HttpRequest meta) {
   meta_ = std::move(meta);
   ++seq_;
   writer_.reset();
-  cors_ = cors_response_headers(cors_decide(core_->opts.allowed_origins, meta_.header("origin")));
-  started_ = stream_open_ = chunked_ = false;
+  CorsDecision cors = cors_decide(core_->opts.allowed_origins, meta_.header("origin"));
+  cors_ = cors_response_headers(cors);
+  started_ = stream_open_ = false;
   status_ = 0;
   body_bytes_ = 0;
   t0_ = std::chrono::steady_clock::now();
   phase_ = Phase::Responding;
+  return cors;
 }
 
 void Session::on_request() {
@@ -145,12 +147,12 @@ void Session::on_request() {
   keep_alive_ = msg.keep_alive();
   version_ = msg.version();
   HttpRequest req = meta_from(msg, remote_);
-  begin_response(req);
+  const CorsDecision cors = begin_response(req);
   req.body = std::move(msg.body());
   start_watch();  // from now on, a hang-up is noticed while the handler works
   auto w = std::make_shared<ResponseWriterImpl>(core_->shared_from_this(), shared_from_this(), seq_);
   writer_ = w;
-  dispatch_request(*core_, req, w, cors_decide(core_->opts.allowed_origins, req.header("origin")));
+  dispatch_request(*core_, req, w, cors);
 }
 
 // A request that cannot be served as read: answer the shaped error, then close the connection
@@ -180,20 +182,16 @@ void Session::finish_response() {
   writer_.reset();
   if (!keep_alive_ || core_->stopping) return linger_close();
   phase_ = Phase::Idle;
-  if (watching_) {
-    // That read completes on its own when the next request starts; if a pipelined one is already
-    // buffered, cut it short (no bytes are lost: a cancelled read_some consumes nothing).
-    if (buffer_.size() > 0) {
-      error_code ec;
-      socket_.cancel(ec);
-    } else {
-      arm(Deadline::Idle, core_->opts.idle_timeout);
-    }
+  if (buffer_.size() > 0) {
+    // A pipelined request is already buffered. A running watch read is cut short (no bytes are
+    // lost: a cancelled read_some consumes nothing) and starts it; otherwise start it now.
+    if (!watching_) return start_header_read();
+    error_code ec;
+    socket_.cancel(ec);
     return;
   }
-  if (buffer_.size() > 0) return start_header_read();
   arm(Deadline::Idle, core_->opts.idle_timeout);
-  start_watch();
+  start_watch();  // no-op while the watch read runs: it completes when the next request starts
 }
 
 void Session::start_watch() {
@@ -292,10 +290,10 @@ void Session::close_now(const char* why) {
 }
 
 void Session::log_request(const char* note) {
-  auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0_).count();
   auto log = http_logger();
   if (!log->should_log(spdlog::level::debug)) return;
+  auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0_).count();
   if (note) {
     log->debug("{} {} {} {}B {}ms ({}) {}", meta_.method, meta_.path, status_, body_bytes_, ms, note, remote_);
   } else {

@@ -64,7 +64,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void arm(Deadline kind, std::chrono::milliseconds d);
   void disarm();
   void on_deadline(Deadline kind);
-  void begin_response(HttpRequest meta);
+  // Starts answering `meta`; returns its CORS decision (the response headers are kept in cors_).
+  CorsDecision begin_response(HttpRequest meta);
   void fail_request(int status, const std::string& message);
   std::string too_large_message() const;
   void finish_response();
@@ -90,7 +91,6 @@ class Session : public std::enable_shared_from_this<Session> {
   bool timed_out_ = false;
   bool watching_ = false;  // a read_some is outstanding
   bool writing_ = false;   // an async_write is outstanding
-  bool socket_closed_ = false;
   std::deque<Out> out_;
   size_t queued_bytes_ = 0;
 
@@ -101,10 +101,10 @@ class Session : public std::enable_shared_from_this<Session> {
   Headers cors_;
   bool keep_alive_ = true;
   bool request_complete_ = false;  // read whole (false after a 400/408/413: bytes may follow)
-  unsigned version_ = 11;
+  unsigned version_ = 11;  // fixed while a response is written
+  bool chunked() const { return version_ >= 11; }  // HTTP/1.0 streams end with the connection
   bool started_ = false;      // headers queued
   bool stream_open_ = false;  // a stream's last chunk not yet queued
-  bool chunked_ = false;
   int status_ = 0;
   size_t body_bytes_ = 0;
   std::chrono::steady_clock::time_point t0_;

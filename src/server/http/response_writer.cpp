@@ -92,15 +92,7 @@ void ResponseWriterImpl::notify_closed() {
     closed_ = true;
     cbs.swap(on_close_);
   }
-  for (auto& cb : cbs) {
-    try {
-      cb();
-    } catch (const std::exception& e) {
-      http_logger()->warn("[http] on_close callback threw: {}", e.what());
-    } catch (...) {
-      http_logger()->warn("[http] on_close callback threw a non-std exception");
-    }
-  }
+  run_callbacks(cbs, "on_close");
 }
 
 void ResponseWriterImpl::mark_finished() {
