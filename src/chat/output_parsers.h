@@ -27,7 +27,7 @@ struct ReasoningFormat {
 // The markers this model's vocabulary uses (nullopt: no reasoning support). As mlx-lm's
 // _infer_thinking, only the vocabulary decides: <think>, <longcat_think>, <|think:start|>,
 // Gemma 4's <|channel>thought ... <channel|>, XTML's <|open|>think<|sep|>.
-std::optional<ReasoningFormat> detect_reasoning_format(const Tokenizer& tok, const std::string& chat_template);
+std::optional<ReasoningFormat> detect_reasoning_format(const Tokenizer& tok);
 // True when the rendered prompt (the generation prompt) leaves a reasoning block open, so the
 // generated text starts inside it (e.g. Qwen3 with enable_thinking, DeepSeek-R1).
 bool prompt_opens_reasoning(const std::string& rendered_prompt, const ReasoningFormat& fmt);

@@ -18,20 +18,6 @@ size_t complete_utf8_prefix(std::string_view s) {
   return n;  // only continuation bytes (invalid): nothing to wait for
 }
 
-size_t partial_marker_suffix(std::string_view s, std::string_view marker) {
-  if (marker.empty()) return 0;
-  for (size_t k = std::min(s.size(), marker.size() - 1); k > 0; --k) {
-    if (s.substr(s.size() - k) == marker.substr(0, k)) return k;
-  }
-  return 0;
-}
-
-size_t partial_marker_suffix(std::string_view s, const std::vector<std::string>& markers) {
-  size_t best = 0;
-  for (const auto& m : markers) best = std::max(best, partial_marker_suffix(s, m));
-  return best;
-}
-
 std::pair<size_t, size_t> find_first_marker(std::string_view s, const std::vector<std::string>& markers) {
   size_t best = npos, which = npos;
   for (size_t i = 0; i < markers.size(); ++i) {

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/markers.h"
+
 namespace mlxcpp::parse {
 
 using OrderedJson = nlohmann::ordered_json;
@@ -18,10 +20,7 @@ constexpr size_t npos = std::string_view::npos;
 // Length of the longest prefix of `s` that does not end inside an incomplete UTF-8 sequence.
 size_t complete_utf8_prefix(std::string_view s);
 
-// Length of the longest suffix of `s` that is a proper prefix of one of `markers` (what must be
-// held back because the next piece may complete a marker).
-size_t partial_marker_suffix(std::string_view s, const std::vector<std::string>& markers);
-size_t partial_marker_suffix(std::string_view s, std::string_view marker);
+using mlxcpp::partial_marker_suffix;  // core/markers.h
 
 // The earliest occurrence of any of `markers` in `s`: (position, marker index), npos if none.
 std::pair<size_t, size_t> find_first_marker(std::string_view s, const std::vector<std::string>& markers);

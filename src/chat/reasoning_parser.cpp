@@ -6,7 +6,7 @@
 
 namespace mlxcpp {
 
-std::optional<ReasoningFormat> detect_reasoning_format(const Tokenizer& tok, const std::string& /*chat_template*/) {
+std::optional<ReasoningFormat> detect_reasoning_format(const Tokenizer& tok) {
   auto has = [&](std::string_view t) { return tok.token_to_id(t).has_value(); };
   // Single-token markers, in mlx-lm's order.
   static const std::pair<const char*, const char*> kSingle[] = {

@@ -169,14 +169,13 @@ void RawArgs::update(CallSink& sink, std::string_view text, size_t begin, size_t
     if (begin + sent_ < upto) {
       sink.args(text.substr(begin + sent_, upto - begin - sent_));
       sent_ = upto - begin;
-      started_ = true;
     }
     done_ = end != npos;
     return;
   }
   if (end == npos) return;  // strings and primitives go whole
   std::string_view value = text.substr(begin, end - begin);
-  started_ = done_ = true;
+  done_ = true;
   if (c == '"') {
     // Some templates teach the arguments as a JSON string: send the JSON it holds.
     auto s = parse::try_parse_json(value);

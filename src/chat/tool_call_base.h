@@ -115,11 +115,9 @@ class RawArgs {
   void update(CallSink& sink, std::string_view text, size_t begin, size_t end);
   // The call ends: an incomplete string or primitive value is sent as it arrived.
   void finish(CallSink& sink, std::string_view text, size_t begin);
-  bool started() const { return started_; }
   void reset() { *this = RawArgs(); }
 
  private:
-  bool started_ = false;
   bool done_ = false;
   size_t sent_ = 0;
 };

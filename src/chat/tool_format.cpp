@@ -1,7 +1,6 @@
 // Tool-call formats by name, their detection (mlx-lm tokenizer_utils._infer_tool_parser), the
 // parser factory and the text that forces a call.
 #include <filesystem>
-#include <fstream>
 
 #include "chat/output_parsers.h"
 #include "chat/parse_util.h"
@@ -40,16 +39,6 @@ std::optional<ToolCallFormat> tool_call_format_from_string(std::string_view name
 
 namespace {
 
-// tokenizer_config.json's "tool_parser_type" (mlx-lm reads it before inferring), if any.
-std::optional<std::string> configured_parser(const Tokenizer& tok) {
-  std::ifstream in(tok.dir() / "tokenizer_config.json");
-  if (!in) return std::nullopt;
-  auto doc = nlohmann::json::parse(in, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object() || !doc.contains("tool_parser_type")) return std::nullopt;
-  const auto& v = doc["tool_parser_type"];
-  return v.is_string() ? std::optional(v.get<std::string>()) : std::nullopt;
-}
-
 // _infer_tool_parser's template tests in its order; nullopt when none matches. Parsers mlx-lm has
 // and we do not (minimax_m2, longcat, glm47, pythonic, kimi_k2, minicpm5, muse_spark) give kNone.
 std::optional<ToolCallFormat> from_template(const std::string& t) {
@@ -75,7 +64,8 @@ std::optional<ToolCallFormat> from_template(const std::string& t) {
 }  // namespace
 
 ToolCallFormat detect_tool_call_format(const Tokenizer& tok, const std::string& chat_template) {
-  if (auto name = configured_parser(tok)) return tool_call_format_from_string(*name).value_or(ToolCallFormat::kNone);
+  // tokenizer_config.json's "tool_parser_type" first, as mlx-lm reads it before inferring.
+  if (auto name = tok.config_string("tool_parser_type")) return tool_call_format_from_string(*name).value_or(ToolCallFormat::kNone);
   if (auto f = from_template(chat_template)) return *f;
   auto has = [&](std::string_view t) { return tok.token_to_id(t).has_value(); };
   // mlx-lm's vocabulary fallback (kimi_k3, pythonic): formats we do not parse.

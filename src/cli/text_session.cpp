@@ -7,8 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
-#include "generate/stop_matcher.h"
-#include "tokenizer/streaming_detokenizer.h"
+#include "scheduler/output_pipeline.h"
 
 namespace mlxcpp::cli {
 
@@ -29,13 +28,13 @@ std::string read_prompt_arg(const std::string& arg) {
 TextResult stream_text(const Model& model, const Tokenizer& tok, GenerationRequest req,
                        const std::vector<std::string>& stops, std::ostream& out) {
   TextResult r;
-  StreamingDetokenizer detok(tok);
-  StopMatcher matcher(stops);
-  auto emit = [&](const std::string& piece) {
-    auto step = matcher.push(piece);
-    r.text += step.text;
-    out << step.text << std::flush;
-    return !step.stopped;
+  // The server's output pipeline with stop strings only: detokenizer, then held-back stops.
+  sched::OutputOptions opts;
+  opts.stops = stops;
+  sched::OutputPipeline pipe(tok, StreamingDetokenizer::kind_for(tok), opts, 0, "");
+  auto emit = [&](const sched::Delta& d) {
+    r.text += d.content;
+    out << d.content << std::flush;
   };
   // eos is checked here rather than in stream_generate so the caller learns which id ended the
   // answer (it is in the cache); mlx-lm counts it in the stats too.
@@ -44,18 +43,10 @@ TextResult stream_text(const Model& model, const Tokenizer& tok, GenerationReque
   r.stats = stream_generate(model, req, [&](const GeneratedToken& t) {
     r.tokens.push_back(t.id);
     if (std::find(eos.begin(), eos.end(), t.id) != eos.end()) return false;
-    detok.add_token(t.id);
-    return emit(detok.last_segment());
+    emit(pipe.push(t.id, std::nullopt));
+    return !pipe.stopped();
   });
-  if (!matcher.stopped()) {
-    detok.finalize();
-    if (emit(detok.last_segment())) {
-      std::string tail = matcher.flush();
-      r.text += tail;
-      out << tail;
-    }
-  }
-  out << std::flush;
+  emit(pipe.finish());
   return r;
 }
 

@@ -1,6 +1,6 @@
-// The text side of generate and chat, as mlx-lm does it: eos ids from the snapshot and the
-// tokenizer, chat-template variables, and streaming through mlx-lm's detokenizer and the stop
-// matcher to an output stream.
+// The text side of generate and chat, as mlx-lm does it: prompt arguments, and streaming through
+// the output pipeline (mlx-lm's detokenizer, held-back stop strings) to an output stream. Eos ids
+// and chat-template variables come from scheduler/model_text.h.
 #pragma once
 
 #include <ostream>

@@ -53,4 +53,15 @@ class CapacityError : public Error {
   int status_;
 };
 
+// The HTTP status an engine error stands for: CapacityError its own, a bad request (RequestError,
+// TemplateError, TokenizerError) 400, anything else 500. Used where errors cross to clients.
+inline int error_status(const std::exception& e) {
+  if (auto* c = dynamic_cast<const CapacityError*>(&e)) return c->status();
+  if (dynamic_cast<const RequestError*>(&e) || dynamic_cast<const TemplateError*>(&e) ||
+      dynamic_cast<const TokenizerError*>(&e)) {
+    return 400;
+  }
+  return 500;
+}
+
 }  // namespace mlxcpp

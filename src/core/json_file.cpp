@@ -1,11 +1,11 @@
 #include "core/json_file.h"
 
 #include <cmath>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include <fmt/format.h>
+
+#include "core/files.h"
 
 namespace mlxcpp {
 
@@ -43,14 +43,12 @@ nlohmann::json JsonView::parse_file(const std::filesystem::path& file) {
   if (!std::filesystem::is_regular_file(file, ec)) {
     throw ConfigError(fmt::format("{}: not a regular file", file.string()));
   }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
+  auto text = read_file(file);
+  if (!text) {
     throw ConfigError(fmt::format("{}: cannot open file", file.string()));
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
   try {
-    return nlohmann::json::parse(ss.str());
+    return nlohmann::json::parse(*text);
   } catch (const nlohmann::json::parse_error& e) {
     throw ConfigError(fmt::format("{}: invalid JSON: {}", file.string(), e.what()));
   }

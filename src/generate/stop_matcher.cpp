@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/markers.h"
+
 namespace mlxcpp {
 
 StopMatcher::StopMatcher(std::vector<std::string> stops) {
@@ -31,15 +33,7 @@ StopMatcher::Step StopMatcher::push(std::string_view piece) {
   }
   // Hold back the longest suffix that is a proper prefix of some stop string. Such a suffix
   // starts with a stop's first byte, so (stops being valid UTF-8) it starts on a character.
-  size_t keep = 0;
-  for (const auto& s : stops_) {
-    for (size_t n = std::min(s.size() - 1, held_.size()); n > keep; --n) {
-      if (std::string_view(held_).substr(held_.size() - n) == std::string_view(s).substr(0, n)) {
-        keep = n;
-        break;
-      }
-    }
-  }
+  const size_t keep = partial_marker_suffix(held_, stops_);
   out.text = held_.substr(0, held_.size() - keep);
   held_.erase(0, held_.size() - keep);
   return out;

@@ -51,15 +51,6 @@ TokenLogprob token_logprob(const Tokenizer& tok, int id, const mx::array& logpro
   return out;
 }
 
-int status_of(const std::exception& e) {
-  if (auto* c = dynamic_cast<const CapacityError*>(&e)) return c->status();
-  if (dynamic_cast<const RequestError*>(&e) || dynamic_cast<const TemplateError*>(&e) ||
-      dynamic_cast<const TokenizerError*>(&e)) {
-    return 400;
-  }
-  return 500;
-}
-
 }  // namespace
 
 Engine::Engine(const ServedModel& model, EngineOptions opts)
@@ -186,7 +177,7 @@ void Engine::run(Job& job) {
     metrics_.running = 0;
     spdlog::error("request {} failed: {}", job.id, e.what());
     ++metrics_.requests_failed;
-    job.sink(Failure{status_of(e), e.what()});
+    job.sink(Failure{error_status(e), e.what()});
     return;
   }
   for (int c = choice; c < job.req.n; ++c) job.sink(Finish{.choice = c, .reason = "cancelled"});
@@ -265,7 +256,6 @@ int Engine::run_choice(Job& job, int choice, Usage& usage, Clock::time_point sta
     tokens.insert(tokens.end(), generated.begin(), generated.end());
     cache_.insert(tokens, std::move(gen.caches()));
   }
-  usage.generation_tps = 0;
   job.sink(std::move(fin));
   return completion;
 }

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "chat/output_parsers.h"
 #include "core/errors.h"
 
 namespace mlxcpp {
@@ -23,16 +24,7 @@ std::vector<int> xtc_special_tokens(const Tokenizer& tok, const std::vector<int6
   return out;
 }
 
-bool vocabulary_has_thinking(const Tokenizer& tok) {
-  auto has = [&](const char* t) { return tok.token_to_id(t).has_value(); };
-  static const std::pair<const char*, const char*> kPairs[] = {
-      {"<think>", "</think>"}, {"<longcat_think>", "</longcat_think>"}, {"<|think:start|>", "<|think:end|>"}};
-  for (const auto& [a, b] : kPairs) {
-    if (has(a) && has(b)) return true;
-  }
-  if (has("<|channel>") && has("<channel|>")) return true;
-  return has("<|open|>") && has("<|close|>") && has("<|sep|>") && has("<|end_of_msg|>");
-}
+bool vocabulary_has_thinking(const Tokenizer& tok) { return detect_reasoning_format(tok).has_value(); }
 
 OrderedJson chat_template_variables(const Tokenizer& tok, const OrderedJson& kwargs) {
   OrderedJson vars = special_token_variables(tok);

@@ -40,7 +40,7 @@ struct Request {
   int n = 1;                     // choices, each generated from the same prompt
   bool ignore_eos = false;
   OutputOptions output;
-  std::string endpoint;          // for metrics ("chat", "completions", "messages", "responses")
+  std::string endpoint;          // for the logs ("chat", "completions", "messages", "responses")
 };
 
 // One token's log-probability in the protocol-neutral shape (OpenAI's entries are built from it).
@@ -76,7 +76,6 @@ struct Usage {
   int completion_tokens = 0;
   int cached_tokens = 0;
   double ttft_s = 0;
-  double generation_tps = 0;
 };
 
 // The request failed after submission (the HTTP status it maps to and a message).

@@ -1,9 +1,7 @@
 #include "scheduler/served_model.h"
 
 #include <chrono>
-#include <fstream>
 #include <future>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <mlx/ops.h>
@@ -11,6 +9,7 @@
 
 #include "cache/prompt_cache.h"
 #include "core/errors.h"
+#include "core/files.h"
 #include "scheduler/model_text.h"
 
 namespace mx = mlx::core;
@@ -28,12 +27,10 @@ int context_length_of(const Checkpoint& ckpt) {
   return 0;
 }
 
-std::string read_text(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw ConfigError(fmt::format("{}: cannot read the chat template file", file.string()));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+std::string read_template_file(const std::filesystem::path& file) {
+  auto text = read_file(file);
+  if (!text) throw ConfigError(fmt::format("{}: cannot read the chat template file", file.string()));
+  return std::move(*text);
 }
 
 // A one-token forward on a fresh cache: warms up the kernels and measures the cache's bytes per
@@ -72,7 +69,7 @@ ServedModel load_served_model(const std::filesystem::path& dir, const ModelOptio
                 .detokenizer = tok_kind.second};
   if (m.id.empty()) m.id = dir.parent_path().filename().string();
   if (!sopts.chat_template_file.empty()) {
-    m.template_source = read_text(sopts.chat_template_file);
+    m.template_source = read_template_file(sopts.chat_template_file);
     m.chat_template = ChatTemplate::compile(m.template_source, sopts.chat_template_file);
   } else if (!m.tokenizer.chat_templates().empty()) {
     m.template_source = m.tokenizer.chat_template();
@@ -81,7 +78,7 @@ ServedModel load_served_model(const std::filesystem::path& dir, const ModelOptio
   m.default_template_kwargs = sopts.template_kwargs;
   m.eos_ids = merged_eos_ids(m.loaded.checkpoint, m.tokenizer);
   m.xtc_special = xtc_special_tokens(m.tokenizer, m.eos_ids);
-  if (!m.template_source.empty()) m.reasoning = detect_reasoning_format(m.tokenizer, m.template_source);
+  if (!m.template_source.empty()) m.reasoning = detect_reasoning_format(m.tokenizer);
   if (sopts.tool_call_format == "auto") {
     m.tool_format = m.template_source.empty() ? ToolCallFormat::kNone
                                                : detect_tool_call_format(m.tokenizer, m.template_source);

@@ -41,12 +41,9 @@ Protocol protocol_for_path(const std::string& path) {
 ApiError api_error_from(const std::exception& e) {
   if (auto* f = dynamic_cast<const FieldError*>(&e)) return {400, f->what(), f->param()};
   if (auto* h = dynamic_cast<const HttpStatusError*>(&e)) return {h->status(), h->what(), h->param()};
-  if (auto* c = dynamic_cast<const CapacityError*>(&e)) return {c->status(), c->what(), ""};
-  if (dynamic_cast<const RequestError*>(&e) || dynamic_cast<const TemplateError*>(&e) ||
-      dynamic_cast<const TokenizerError*>(&e) || dynamic_cast<const nlohmann::json::exception*>(&e)) {
-    return {400, e.what(), ""};
-  }
-  return {500, e.what(), ""};
+  // A JSON exception here comes from reading a request body's values.
+  if (dynamic_cast<const nlohmann::json::exception*>(&e)) return {400, e.what(), ""};
+  return {error_status(e), e.what(), ""};
 }
 
 std::string error_body(Protocol p, int status, const std::string& message, const std::string& param) {

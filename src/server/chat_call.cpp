@@ -12,7 +12,6 @@ namespace mlxcpp::server {
 
 namespace {
 
-constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
 
 std::vector<std::pair<int, float>> read_logit_bias(const Fields& f) {
   std::vector<std::pair<int, float>> out;
@@ -27,7 +26,7 @@ std::vector<std::pair<int, float>> read_logit_bias(const Fields& f) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != k.size() || id < 0 || id > kMaxInt) {
+    if (used != k.size() || id < 0 || id > kMaxInt32) {
       f.fail("logit_bias", fmt::format("keys must be token ids, got '{}'", k));
     }
     if (!v.is_number() || v.get<double>() < -100 || v.get<double>() > 100) {
@@ -44,7 +43,7 @@ GenParams read_gen_params(const Fields& f, const std::vector<std::string>& max_t
   GenParams g;
   g.sampling.temp = f.number("temperature", 0, 100).value_or(-1);
   g.sampling.top_p = f.number("top_p", 0, 1).value_or(-1);
-  g.sampling.top_k = static_cast<int>(f.integer("top_k", -1, kMaxInt).value_or(-2));
+  g.sampling.top_k = static_cast<int>(f.integer("top_k", -1, kMaxInt32).value_or(-2));
   g.sampling.min_p = f.number("min_p", 0, 1).value_or(-1);
   if (auto v = f.number("presence_penalty", -2, 2); v && *v != 0) g.processors.presence_penalty = static_cast<float>(*v);
   if (auto v = f.number("frequency_penalty", -2, 2); v && *v != 0) g.processors.frequency_penalty = static_cast<float>(*v);
@@ -63,7 +62,7 @@ GenParams read_gen_params(const Fields& f, const std::vector<std::string>& max_t
   }
   g.n = static_cast<int>(f.integer("n", 1, 16).value_or(1));
   for (const auto& k : max_tokens_keys) {
-    if (auto v = f.integer(k, 0, kMaxInt)) {
+    if (auto v = f.integer(k, 0, kMaxInt32)) {
       g.max_tokens = static_cast<int>(*v);
       break;
     }
@@ -71,7 +70,7 @@ GenParams read_gen_params(const Fields& f, const std::vector<std::string>& max_t
   return g;
 }
 
-void finish_gen_params(GenParams& g, const sched::ServedModel& m, const ServerDefaults& d, sched::Request& out) {
+void finish_gen_params(const GenParams& g, const sched::ServedModel& m, const ServerDefaults& d, sched::Request& out) {
   SamplerParams s = g.sampling;
   if (s.temp < 0) s.temp = d.temp;
   if (s.top_p < 0) s.top_p = d.top_p;
@@ -156,14 +155,13 @@ PreparedCall render_chat(const sched::ServedModel& m, const ChatCall& call) {
 
 PreparedCall prepare_chat(const sched::Engine& engine, const ChatCall& call, const ServerDefaults& d) {
   PreparedCall p = render_chat(engine.model(), call);
-  GenParams gen = call.gen;
-  finish_gen_params(gen, engine.model(), d, p.request);
+  finish_gen_params(call.gen, engine.model(), d, p.request);
   engine.check_admission(p.request.prompt.size(), p.request.max_tokens);
   return p;
 }
 
 PreparedCall prepare_completion(const sched::Engine& engine, const std::vector<int>& ids, const std::string& text,
-                                GenParams gen, const ServerDefaults& d) {
+                                const GenParams& gen, const ServerDefaults& d) {
   const auto& m = engine.model();
   PreparedCall p;
   finish_gen_params(gen, m, d, p.request);

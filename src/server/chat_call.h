@@ -54,7 +54,7 @@ struct PreparedCall {
 GenParams read_gen_params(const Fields& f, const std::vector<std::string>& max_tokens_keys);
 
 // Applies server defaults and checks values against the model (vocabulary, sampler limits).
-void finish_gen_params(GenParams& g, const sched::ServedModel& m, const ServerDefaults& d, sched::Request& out);
+void finish_gen_params(const GenParams& g, const sched::ServedModel& m, const ServerDefaults& d, sched::Request& out);
 
 // The chat template rendered for `call` (tools, reasoning switch, a forced call's opening) and
 // tokenized, with the output options that follow from it; no sampling checks, no admission.
@@ -64,7 +64,7 @@ PreparedCall render_chat(const sched::ServedModel& m, const ChatCall& call);
 PreparedCall prepare_chat(const sched::Engine& engine, const ChatCall& call, const ServerDefaults& d);
 // A raw prompt (text or token ids) for /v1/completions.
 PreparedCall prepare_completion(const sched::Engine& engine, const std::vector<int>& ids, const std::string& text,
-                                GenParams gen, const ServerDefaults& d);
+                                const GenParams& gen, const ServerDefaults& d);
 
 // The body's "model": absent, or the served model's id (else HttpStatusError 404 naming the
 // model that is served).

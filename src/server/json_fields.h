@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +15,9 @@
 namespace mlxcpp::server {
 
 using Json = nlohmann::ordered_json;
+
+// The largest value an int field (token ids, counts) may take.
+constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
 
 class FieldError : public RequestError {
  public:

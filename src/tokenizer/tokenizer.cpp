@@ -1,11 +1,10 @@
 #include "tokenizer/tokenizer.h"
 
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/errors.h"
+#include "core/files.h"
 #include "tokenizer/bridge_util.h"
 #include "tokenizer/hf_compat.h"
 #include "tokenizer/tokenizer_config.h"
@@ -29,14 +28,12 @@ struct TokenizerImpl {
 namespace {
 
 json read_json(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
+  auto text = read_file(file);
+  if (!text) {
     throw TokenizerError(file.string() + (fs::exists(file) ? ": cannot open file" : ": file not found"));
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
   try {
-    return json::parse(ss.str());
+    return json::parse(*text);
   } catch (const json::parse_error& e) {
     throw TokenizerError(file.string() + ": invalid JSON: " + e.what());
   }
@@ -150,6 +147,13 @@ std::vector<int32_t> Tokenizer::eos_token_ids() const {
 const std::vector<std::string>& Tokenizer::all_special_tokens() const { return impl_->effective.all_special_tokens; }
 
 const std::map<std::string, std::string>& Tokenizer::chat_templates() const { return impl_->config.chat_templates; }
+
+std::optional<std::string> Tokenizer::config_string(const std::string& key) const {
+  const auto& raw = impl_->config.raw;
+  auto it = raw.is_object() ? raw.find(key) : raw.end();
+  if (it == raw.end() || !it->is_string()) return std::nullopt;
+  return it->get<std::string>();
+}
 
 const std::string& Tokenizer::chat_template(const std::string& name, bool with_tools) const {
   const auto& all = impl_->config.chat_templates;

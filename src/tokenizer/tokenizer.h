@@ -54,6 +54,9 @@ class Tokenizer {
   // The loaded pipeline as tokenizer.json text (to compare with transformers' backend).
   std::string pipeline_json() const;
   const std::filesystem::path& dir() const;
+  // A top-level string of tokenizer_config.json (e.g. "tool_parser_type"); nullopt when absent
+  // or not a string.
+  std::optional<std::string> config_string(const std::string& key) const;
 
  private:
   explicit Tokenizer(std::shared_ptr<const detail::TokenizerImpl> impl) : impl_(std::move(impl)) {}

@@ -1,9 +1,8 @@
 #include "tokenizer/tokenizer_config.h"
 
-#include <fstream>
-#include <sstream>
 
 #include "core/errors.h"
+#include "core/files.h"
 
 namespace mlxcpp {
 
@@ -17,11 +16,9 @@ const char* const kNamedKeys[] = {"bos_token", "eos_token", "unk_token", "sep_to
                                   "pad_token", "cls_token", "mask_token"};
 
 std::string read_text(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw TokenizerError(file.string() + ": cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  auto text = read_file(file);
+  if (!text) throw TokenizerError(file.string() + ": cannot open file");
+  return std::move(*text);
 }
 
 [[noreturn]] void bad(const std::string& file, const std::string& field, const std::string& what) {

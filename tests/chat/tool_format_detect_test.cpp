@@ -45,7 +45,7 @@ TEST(ToolFormatDetect, RealFixtures) {
     Tokenizer tok = Tokenizer::load(fixture(c.fixture));
     std::string tmpl = template_of(tok);
     EXPECT_EQ(to_string(detect_tool_call_format(tok, tmpl)), std::string(to_string(c.tools))) << c.fixture;
-    auto think = detect_reasoning_format(tok, tmpl);
+    auto think = detect_reasoning_format(tok);
     EXPECT_EQ(think ? think->start : "", c.think_start) << c.fixture;
     if (think) {
       EXPECT_EQ(think->end, "</think>");
@@ -72,7 +72,7 @@ TEST(ToolFormatDetect, Qwen3TemplateRoundTrip) {
   from += std::string("<|im_start|>assistant\n").size();
   std::string turn = rendered.substr(from, rendered.find("<|im_end|>", from) - from);
   // Reasoning first (the template writes an empty think block), then tool calls in the content.
-  auto fmt = detect_reasoning_format(tok, "");
+  auto fmt = detect_reasoning_format(tok);
   ASSERT_TRUE(fmt);
   ReasoningParser reasoning(*fmt, false);
   auto r = reasoning.push(turn);

@@ -295,7 +295,7 @@ TEST(ResponsesStream, ReasoningTextAndToolCall) {
   sched::Finish fin{0, "tool_calls", "", {ToolCall{"call_1", "get_weather", Json(R"({"city": "Paris"})")}}, 9};
   Script r = run(s, {reasoning("Let me"), reasoning(" think."), content("\n\n"), content("Hello"), content(" world"),
                   call(0, "call_1", "get_weather", R"({"city")"), call(0, "", "", R"(: "Paris"})"), fin,
-                  sched::Usage{12, 9, 4, 0, 0}});
+                  sched::Usage{12, 9, 4, 0}});
   const std::vector<std::string> expected = {
       "response.created", "response.in_progress",
       "response.output_item.added", "response.content_part.added", "response.reasoning_text.delta",
@@ -371,7 +371,7 @@ TEST(ResponsesStream, ReasoningTextAndToolCall) {
 
 TEST(ResponsesStream, LengthIsIncomplete) {
   ResponseStream s = make_stream();
-  Script r = run(s, {content("Once"), content(" upon"), sched::Finish{0, "length", "", {}, 2}, sched::Usage{5, 2, 0, 0, 0}});
+  Script r = run(s, {content("Once"), content(" upon"), sched::Finish{0, "length", "", {}, 2}, sched::Usage{5, 2, 0, 0}});
   EXPECT_EQ(r.types.back(), "response.incomplete");
   EXPECT_EQ(s.status(), "incomplete");
   EXPECT_EQ(s.response()["incomplete_details"], Json::parse(R"({"reason": "max_output_tokens"})"));
@@ -382,13 +382,13 @@ TEST(ResponsesStream, LengthIsIncomplete) {
 
 TEST(ResponsesStream, WhitespaceOnlyAnswerIsKeptAndSpaceBeforeCallsDropped) {
   ResponseStream only = make_stream();
-  run(only, {content("\n"), sched::Finish{0, "stop", "", {}, 1}, sched::Usage{5, 1, 0, 0, 0}});
+  run(only, {content("\n"), sched::Finish{0, "stop", "", {}, 1}, sched::Usage{5, 1, 0, 0}});
   ASSERT_EQ(only.response()["output"].size(), 1u);
   EXPECT_EQ(only.response()["output"][0]["content"][0]["text"], "\n");
 
   ResponseStream calls = make_stream();
   Script r = run(calls, {content("\n"), call(0, "c0", "f", "{}"), content("\n"), call(1, "c1", "g", "{\"a\": 1}"),
-                      sched::Finish{0, "tool_calls", "", {}, 9}, sched::Usage{5, 9, 0, 0, 0}});
+                      sched::Finish{0, "tool_calls", "", {}, 9}, sched::Usage{5, 9, 0, 0}});
   const Json& out = calls.response()["output"];
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0]["name"], "f");
@@ -399,7 +399,7 @@ TEST(ResponsesStream, WhitespaceOnlyAnswerIsKeptAndSpaceBeforeCallsDropped) {
 
 TEST(ResponsesStream, CallsOnlyInFinishStillReachTheOutput) {
   ResponseStream s = make_stream();
-  run(s, {sched::Finish{0, "tool_calls", "", {ToolCall{"c9", "f", Json("{}")}}, 3}, sched::Usage{5, 3, 0, 0, 0}});
+  run(s, {sched::Finish{0, "tool_calls", "", {ToolCall{"c9", "f", Json("{}")}}, 3}, sched::Usage{5, 3, 0, 0}});
   ASSERT_EQ(s.response()["output"].size(), 1u);
   EXPECT_EQ(s.response()["output"][0]["call_id"], "c9");
 }
@@ -420,7 +420,7 @@ TEST(ResponsesStream, LogprobsTravelWithText) {
   ResponseStream s = make_stream();
   sched::Delta d = content("Hi");
   d.logprobs.push_back(sched::TokenLogprob{7, "Hi", -0.5f, {{7, -0.5f}, {8, -2.0f}}, {"Hi", "Ho"}});
-  Script r = run(s, {d, sched::Finish{0, "stop", "", {}, 1}, sched::Usage{5, 1, 0, 0, 0}});
+  Script r = run(s, {d, sched::Finish{0, "stop", "", {}, 1}, sched::Usage{5, 1, 0, 0}});
   const Json& delta = r.events[4];
   ASSERT_EQ(delta["type"], "response.output_text.delta");
   ASSERT_EQ(delta["logprobs"].size(), 1u);

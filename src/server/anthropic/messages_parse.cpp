@@ -16,7 +16,6 @@ namespace mlxcpp::server::anthropic {
 
 namespace {
 
-constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
 constexpr size_t kMaxStopSequences = 16;
 
 std::string at(const std::string& base, size_t i) { return fmt::format("{}[{}]", base, i); }
@@ -222,7 +221,7 @@ void read_thinking(const Fields& f, ChatCall& call) {
   const std::string type = t.req_str("type");
   if (type == "enabled") {
     // The budget is not enforced: max_tokens bounds reasoning and answer together.
-    if (!t.integer("budget_tokens", 1, kMaxInt)) t.fail("budget_tokens", "is required when thinking is enabled");
+    if (!t.integer("budget_tokens", 1, kMaxInt32)) t.fail("budget_tokens", "is required when thinking is enabled");
     call.enable_thinking = true;
   } else if (type == "disabled" || type == "between_tools") {  // between_tools: thinking off
     call.enable_thinking = false;
@@ -232,14 +231,14 @@ void read_thinking(const Fields& f, ChatCall& call) {
 }
 
 void read_sampling(const Fields& f, GenParams& g, bool count_only) {
-  auto max_tokens = f.integer("max_tokens", 1, kMaxInt);
+  auto max_tokens = f.integer("max_tokens", 1, kMaxInt32);
   if (!max_tokens && !count_only) f.fail("max_tokens", "is required");
   if (max_tokens) g.max_tokens = static_cast<int>(*max_tokens);
   // Negative values mean "the server's default" to finish_gen_params. Anthropic's temperature
   // range is [0, 1]; up to 2 is accepted as OpenAI clients send it.
   g.sampling.temp = f.number("temperature", 0, 2).value_or(-1);
   g.sampling.top_p = f.number("top_p", 0, 1).value_or(-1);
-  g.sampling.top_k = static_cast<int>(f.integer("top_k", 0, kMaxInt).value_or(-2));
+  g.sampling.top_k = static_cast<int>(f.integer("top_k", 0, kMaxInt32).value_or(-2));
   g.sampling.min_p = -1;
   g.n = 1;
   if (const Json* stops = f.array("stop_sequences")) {

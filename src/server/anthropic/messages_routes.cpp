@@ -2,8 +2,6 @@
 // accepted whatever its value; `x-api-key` is checked by the HTTP layer.
 #include <memory>
 
-#include <spdlog/spdlog.h>
-
 #include "server/anthropic/messages.h"
 #include "server/event_relay.h"
 #include "server/server_context.h"
@@ -20,9 +18,7 @@ void handle_messages(ServerContext& ctx, const HttpRequest& req, const std::shar
   const std::string& model = ctx.engine.model().id;
   if (r.stream) {
     auto enc = std::make_shared<anthropic::MessagesStreamEncoder>(id, model, p.request.prompt.size());
-    StreamEncoder se{[enc](const sched::Event& e) { return enc->encode(e); },
-                     [enc](const sched::Failure& f) { return enc->failure(f); }};
-    relay_stream(ctx.engine, w, std::move(p.request), std::move(se), Protocol::kAnthropic);
+    relay_stream(ctx.engine, w, std::move(p.request), stream_encoder(enc), Protocol::kAnthropic);
   } else {
     auto b = std::make_shared<anthropic::MessagesBodyBuilder>(id, model);
     BodyBuilder bb{[b](const sched::Event& e) { b->add(e); }, [b] { return b->body(); }};

@@ -132,10 +132,7 @@ ChatRequest parse_chat_request(const Json& body) {
   }
   r.call.gen = read_gen_params(f, {"max_completion_tokens", "max_tokens"});
   r.call.gen.top_logprobs = read_chat_logprobs(f);
-  r.stream = f.boolean("stream").value_or(false);
-  if (const Json* so = f.object("stream_options")) {
-    r.include_usage = Fields(*so, "stream_options").boolean("include_usage").value_or(false);
-  }
+  r.stream = read_stream_flags(f);
   if (const Json* kw = f.object("chat_template_kwargs")) r.call.template_kwargs = *kw;
   if (auto effort = f.str("reasoning_effort")) {
     static const char* kEfforts[] = {"none", "minimal", "low", "medium", "high"};
@@ -214,20 +211,12 @@ std::string ChatStreamEncoder::encode(const sched::Event& e) {
                                        {"logprobs", nullptr},
                                        {"finish_reason", finish_reason(f->reason)}}})));
   } else if (auto* u = std::get_if<sched::Usage>(&e)) {
-    if (include_usage_) {
-      Json c = chunk(Json::array());
-      c["usage"] = usage_json(*u);
-      out += sse(c);
-    }
-    out += "data: [DONE]\n\n";
+    out += stream_end(chunk(Json::array()), *u, include_usage_);
   }
   return out;
 }
 
-std::string ChatStreamEncoder::failure(const sched::Failure& f) const {
-  Json err = Json::parse(error_body(Protocol::kOpenAI, f.status, f.message));
-  return sse(err) + "data: [DONE]\n\n";
-}
+std::string ChatStreamEncoder::failure(const sched::Failure& f) const { return stream_failure(f); }
 
 Json chat_completion_body(const std::string& id, const std::string& model, const std::vector<ChoiceText>& choices,
                           const sched::Usage& usage, bool with_logprobs) {
@@ -275,8 +264,8 @@ void add_openai_chat_routes_impl(HttpServer& http, ServerContext& ctx) {
               p.request.endpoint = "chat";
               const std::string id = make_id("chatcmpl-");
               const std::string model = ctx.engine.model().id;
-              if (r.stream) {
-                auto enc = std::make_shared<ChatStreamEncoder>(id, model, r.include_usage);
+              if (r.stream.stream) {
+                auto enc = std::make_shared<ChatStreamEncoder>(id, model, r.stream.include_usage);
                 relay_stream(ctx.engine, w, std::move(p.request), stream_encoder(enc), Protocol::kOpenAI);
                 return;
               }

@@ -12,8 +12,7 @@ namespace mlxcpp::server::openai {
 
 struct ChatRequest {
   ChatCall call;
-  bool stream = false;
-  bool include_usage = false;
+  StreamFlags stream;
 };
 
 // FieldError names the offending field (e.g. "messages[1].content[0].type").

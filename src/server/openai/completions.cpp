@@ -21,15 +21,14 @@ constexpr size_t kMaxPrompts = 16;
 struct CompletionRequest {
   std::vector<Prompt> prompts;
   bool echo = false;
-  bool stream = false;
-  bool include_usage = false;
+  StreamFlags stream;
   GenParams gen;
 };
 
 std::vector<int> token_list(const Json& a, const std::string& where) {
   std::vector<int> ids;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (!a[i].is_number_integer() || a[i].get<int64_t>() < 0 || a[i].get<int64_t>() > INT32_MAX) {
+    if (!a[i].is_number_integer() || a[i].get<int64_t>() < 0 || a[i].get<int64_t>() > kMaxInt32) {
       throw FieldError(where, fmt::format("'{}' must hold token ids (non-negative integers); item {} is {}", where, i,
                                           brief(a[i])));
     }
@@ -63,10 +62,7 @@ CompletionRequest parse_completion_request(const Json& body) {
   }
   if (f.has("suffix")) f.fail("suffix", "is not supported");
   r.echo = f.boolean("echo").value_or(false);
-  r.stream = f.boolean("stream").value_or(false);
-  if (const Json* so = f.object("stream_options")) {
-    r.include_usage = Fields(*so, "stream_options").boolean("include_usage").value_or(false);
-  }
+  r.stream = read_stream_flags(f);
   r.gen = read_gen_params(f, {"max_tokens"});
   if (auto best = f.integer("best_of", 1, 16); best && *best != r.gen.n) {
     f.fail("best_of", "is not supported (other than equal to n)");
@@ -106,20 +102,12 @@ class CompletionStreamEncoder {
       out += sse(chunk(Json{{"index", f->choice}, {"text", take_echo(f->choice)}, {"logprobs", nullptr},
                             {"finish_reason", finish_reason(f->reason)}}));
     } else if (auto* u = std::get_if<sched::Usage>(&e)) {
-      if (include_usage_) {
-        Json c = chunk(nullptr);
-        c["choices"] = Json::array();
-        c["usage"] = usage_json(*u);
-        out += sse(c);
-      }
-      out += "data: [DONE]\n\n";
+      out += stream_end(chunk(nullptr), *u, include_usage_);
     }
     return out;
   }
 
-  std::string failure(const sched::Failure& f) const {
-    return sse(Json::parse(error_body(Protocol::kOpenAI, f.status, f.message))) + "data: [DONE]\n\n";
-  }
+  std::string failure(const sched::Failure& f) const { return stream_failure(f); }
 
  private:
   std::string take_echo(int choice) {
@@ -178,8 +166,8 @@ void add_completion_routes_impl(HttpServer& http, ServerContext& ctx) {
               const int n = r.gen.n;
               const std::string id = make_id("cmpl-");
               const std::string model = ctx.engine.model().id;
-              if (r.stream) {
-                auto enc = std::make_shared<CompletionStreamEncoder>(id, model, r.include_usage, echo, n);
+              if (r.stream.stream) {
+                auto enc = std::make_shared<CompletionStreamEncoder>(id, model, r.stream.include_usage, echo, n);
                 relay_stream(ctx.engine, w, std::move(reqs), stream_encoder(enc), Protocol::kOpenAI);
                 return;
               }

@@ -31,6 +31,29 @@ std::string finish_reason(const std::string& engine_reason) {
   return engine_reason == "cancelled" ? "stop" : engine_reason;
 }
 
+StreamFlags read_stream_flags(const Fields& f) {
+  StreamFlags s;
+  s.stream = f.boolean("stream").value_or(false);
+  if (const Json* so = f.object("stream_options")) {
+    s.include_usage = Fields(*so, "stream_options").boolean("include_usage").value_or(false);
+  }
+  return s;
+}
+
+std::string stream_end(Json chunk, const sched::Usage& u, bool include_usage) {
+  std::string out;
+  if (include_usage) {
+    chunk["choices"] = Json::array();
+    chunk["usage"] = usage_json(u);
+    out += sse(chunk);
+  }
+  return out + "data: [DONE]\n\n";
+}
+
+std::string stream_failure(const sched::Failure& f) {
+  return sse(Json::parse(error_body(Protocol::kOpenAI, f.status, f.message))) + "data: [DONE]\n\n";
+}
+
 int read_chat_logprobs(const Fields& f) {
   bool on = f.boolean("logprobs").value_or(false);
   auto top = f.integer("top_logprobs", 0, 20);

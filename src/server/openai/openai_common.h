@@ -16,6 +16,18 @@ Json usage_json(const sched::Usage& u);
 Json chat_logprob_entry(const sched::TokenLogprob& lp);
 // OpenAI's finish_reason for an engine reason ("cancelled" -> "stop").
 std::string finish_reason(const std::string& engine_reason);
+// "stream" and "stream_options.include_usage" (false when absent).
+struct StreamFlags {
+  bool stream = false;
+  bool include_usage = false;
+};
+StreamFlags read_stream_flags(const Fields& f);
+// The end of a stream: with include_usage a chunk (`chunk`, its choices emptied) carrying the
+// usage, then "data: [DONE]".
+std::string stream_end(Json chunk, const sched::Usage& u, bool include_usage);
+// A failure after the stream started: the error object as an event, then "data: [DONE]".
+std::string stream_failure(const sched::Failure& f);
+
 // Reads "logprobs" (bool) and "top_logprobs" (0..20) as chat completions does: -1 when off.
 int read_chat_logprobs(const Fields& f);
 

@@ -1,8 +1,6 @@
 // POST /v1/responses: the OpenAI Responses API over the shared chat core. A stored response
-// (store: true, the default) is kept in the ResponseStore so previous_response_id continues it.
-// GET/DELETE /v1/responses/{id} need path parameters, which the HTTP layer does not route yet.
-#include <spdlog/spdlog.h>
-
+// (store: true, the default) is kept in the ResponseStore so previous_response_id continues it;
+// GET/DELETE /v1/responses/{id} read or drop it.
 #include "server/event_relay.h"
 #include "server/responses/response_store.h"
 #include "server/responses/response_stream.h"
@@ -75,10 +73,7 @@ void create_response(ServerContext& ctx, const HttpRequest& req, const std::shar
 }  // namespace
 
 void add_responses_routes(HttpServer& http, ServerContext& ctx) {
-  add_route(http, ctx, "POST", "/v1/responses", "responses",
-            [](ServerContext& c, const HttpRequest& req, const std::shared_ptr<ResponseWriter>& w) {
-              create_response(c, req, w);
-            });
+  add_route(http, ctx, "POST", "/v1/responses", "responses", create_response);
   // GET / DELETE /v1/responses/{id}: a stored response, or its removal.
   auto id_of = [](const HttpRequest& req) { return req.path.substr(req.path.rfind('/') + 1); };
   add_route(http, ctx, "GET", "/v1/responses/*", "responses_get",
