@@ -37,6 +37,10 @@ void check_pair(std::string_view op, const mx::array& keys, const mx::array& val
 
 }  // namespace
 
+mx::array int_array(const std::vector<int>& v) {
+  return mx::array(v.data(), {static_cast<int>(v.size())}, mx::int32);
+}
+
 mx::array seq_slice(const mx::array& a, int start, int stop) {
   int len = a.shape(2);
   start = std::clamp(start, 0, len);
@@ -51,6 +55,26 @@ mx::array seq_assign(const mx::array& a, const mx::array& update, int start) {
   mx::Shape lo{0, 0, start, 0};
   mx::Shape hi{a.shape(0), a.shape(1), start + update.shape(2), a.shape(3)};
   return mx::slice_update(a, upd, std::move(lo), std::move(hi));
+}
+
+bool grow_buffers(std::optional<mx::array>& keys, std::optional<mx::array>& values, int prev, int n, int batch,
+                  int heads, int k_dim, int v_dim, mx::Dtype dtype, int step) {
+  if (keys && prev + n <= keys->shape(2)) return false;
+  const int n_steps = (step + n - 1) / step;
+  auto new_k = mx::zeros({batch, heads, n_steps * step, k_dim}, dtype);
+  auto new_v = mx::zeros({batch, heads, n_steps * step, v_dim}, dtype);
+  if (keys) {
+    if (prev % step != 0) {
+      keys = seq_slice(*keys, 0, prev);
+      values = seq_slice(*values, 0, prev);
+    }
+    keys = mx::concatenate({*keys, new_k}, 2);
+    values = mx::concatenate({*values, new_v}, 2);
+  } else {
+    keys = new_k;
+    values = new_v;
+  }
+  return true;
 }
 
 void check_update(std::string_view op, const mx::array& keys, const mx::array& values) {

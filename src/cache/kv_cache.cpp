@@ -35,23 +35,9 @@ std::pair<mx::array, mx::array> KVCache::update_and_fetch(
 }
 
 void KVCache::grow_for(int batch, int heads, int n, int k_dim, int v_dim, mx::Dtype dtype) {
-  const int prev = offset_;
-  if (keys_ && prev + n <= keys_->shape(2)) return;
-  const int n_steps = (kStep + n - 1) / kStep;
-  auto new_k = mx::zeros({batch, heads, n_steps * kStep, k_dim}, dtype);
-  auto new_v = mx::zeros({batch, heads, n_steps * kStep, v_dim}, dtype);
-  if (keys_) {
-    if (prev % kStep != 0) {
-      keys_ = seq_slice(*keys_, 0, prev);
-      values_ = seq_slice(*values_, 0, prev);
-    }
-    keys_ = mx::concatenate({*keys_, new_k}, 2);
-    values_ = mx::concatenate({*values_, new_v}, 2);
-  } else {
-    keys_ = new_k;
-    values_ = new_v;
+  if (cache_detail::grow_buffers(keys_, values_, offset_, n, batch, heads, k_dim, v_dim, dtype, kStep)) {
+    shared_ = false;  // fresh buffers
   }
-  shared_ = false;  // fresh buffers
 }
 
 std::pair<mx::array, mx::array> KVCache::take_for_update(int batch, int heads, int n, int k_dim, int v_dim,

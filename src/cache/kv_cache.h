@@ -23,8 +23,12 @@ class KVCacheBase {
   // The returned arrays are snapshots: later updates never change them.
   virtual std::pair<mlx::core::array, mlx::core::array> update_and_fetch(
       const mlx::core::array& keys, const mlx::core::array& values) = 0;
-  // Absolute position of the next token (tokens seen minus tokens trimmed).
+  // Absolute position of the next token (tokens seen minus tokens trimmed). A batch cache
+  // answers its buffers' write position; each row's own offset is in row_offsets().
   virtual int offset() const = 0;
+  // A batch cache's per-row offsets ([B] int32: the position of each row's next token), what
+  // the families pass to RoPE; nullopt for a single sequence's cache.
+  virtual std::optional<mlx::core::array> row_offsets() const { return std::nullopt; }
   // The mask for n new queries, taken *before* update_and_fetch of those n tokens.
   virtual AttentionMask make_mask(
       int n, std::optional<int> window_size = std::nullopt, bool return_array = false) const = 0;

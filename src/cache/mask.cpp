@@ -20,6 +20,14 @@ mx::array create_causal_mask(int n, int offset, std::optional<int> window_size) 
   return mask;
 }
 
+mx::array create_causal_mask(int n, int offset, std::optional<int> window_size, const std::vector<int>& left_padding) {
+  auto mask = create_causal_mask(n, offset, window_size);
+  auto rinds = mx::expand_dims(mx::arange(offset + n), 0);
+  auto lp = mx::reshape(mx::array(left_padding.data(), {static_cast<int>(left_padding.size())}, mx::int32),
+                        {static_cast<int>(left_padding.size()), 1, 1, 1});
+  return mx::logical_and(mask, mx::less_equal(lp, rinds));
+}
+
 AttentionMask create_attention_mask(
     int n, int offset, bool return_array, std::optional<int> window_size) {
   if (window_size) return AttentionMask::of(create_causal_mask(n, offset, window_size));

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include <mlx/array.h>
 
@@ -32,6 +33,11 @@ struct AttentionMask {
 // offset + i < j + window_size.
 mlx::core::array create_causal_mask(
     int n, int offset = 0, std::optional<int> window_size = std::nullopt);
+
+// base.py create_causal_mask with left_padding: the (n, offset + n) mask above broadcast to
+// (B, 1, n, offset + n), where row b also masks its first left_padding[b] keys.
+mlx::core::array create_causal_mask(int n, int offset, std::optional<int> window_size,
+                                    const std::vector<int>& left_padding);
 
 // cache.py create_attention_mask: an array whenever a window is given (even for n == 1),
 // else None for n == 1, else an array if return_array, else "causal".

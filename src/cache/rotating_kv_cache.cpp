@@ -129,6 +129,11 @@ std::pair<mx::array, mx::array> RotatingKVCache::keys_and_values() const {
   return {*keys_, *values_};
 }
 
+std::pair<mx::array, mx::array> RotatingKVCache::temporal_keys_values() const {
+  if (!keys_) throw Error("[RotatingKVCache::temporal_keys_values] the cache is empty");
+  return {temporal_order(*keys_), temporal_order(*values_)};
+}
+
 int RotatingKVCache::size() const { return std::min(offset_, max_size_); }
 
 int RotatingKVCache::trim(int n) {

@@ -41,6 +41,9 @@ class RotatingKVCache final : public KVCacheBase {
   int keep() const { return keep_; }
   // Next write position in the buffer (cache.py's _idx).
   int idx() const { return idx_; }
+  // The buffers in temporal order (cache.py's _temporal_order(keys), _temporal_order(values)),
+  // what BatchRotatingKVCache::merge takes. Throws Error while empty.
+  std::pair<mlx::core::array, mlx::core::array> temporal_keys_values() const;
 
   // cache.py's state setter (keys, values, offset, keep, max_size, _idx).
   void set_state(

@@ -113,9 +113,8 @@ class Attention {
     auto v = mx::transpose(mx::reshape(v_(x), {B, L, kv_heads_, -1}), {0, 2, 1, 3});
     q = q_norm_(q);
     k = k_norm_(k);
-    const int offset = cache ? cache->offset() : 0;
-    q = rope_(q, offset);
-    k = rope_(k, offset);
+    q = rope_.apply(q, cache);
+    k = rope_.apply(k, cache);
     if (cache) std::tie(k, v) = cache->update_and_fetch(k, v);
     auto out = scaled_dot_product_attention(q, k, v, scale_, mask);
     return o_(mx::reshape(mx::transpose(out, {0, 2, 1, 3}), {B, L, -1}));

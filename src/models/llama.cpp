@@ -121,10 +121,9 @@ class Attention {
     auto q = mx::transpose(mx::reshape(q_(x), {B, L, heads_, -1}), {0, 2, 1, 3});
     auto k = mx::transpose(mx::reshape(k_(x), {B, L, kv_heads_, -1}), {0, 2, 1, 3});
     auto v = mx::transpose(mx::reshape(v_(x), {B, L, kv_heads_, -1}), {0, 2, 1, 3});
-    const int offset = cache ? cache->offset() : 0;
     if (rope_) {
-      q = (*rope_)(q, offset);
-      k = (*rope_)(k, offset);
+      q = rope_->apply(q, cache);
+      k = rope_->apply(k, cache);
     }
     if (cache) std::tie(k, v) = cache->update_and_fetch(k, v);
     auto out = scaled_dot_product_attention(q, k, v, scale_, mask);

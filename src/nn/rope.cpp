@@ -108,22 +108,20 @@ Rope Rope::create(const RopeParams& p, const std::optional<JsonView>& scaling) {
   return r;
 }
 
+mx::array Rope::yarn_input(const mx::array& x) const {
+  if (mscale_ == 1.0) return x;
+  // x.at[..., :dims].multiply(mscale)
+  if (p_.dims == x.shape(-1)) return mx::multiply(x, f32(mscale_));
+  mx::Shape start(x.ndim(), 0), stop = x.shape();
+  stop.back() = p_.dims;
+  return mx::slice_update(x, mx::multiply(mx::slice(x, start, stop), f32(mscale_)), start, stop);
+}
+
 mx::array Rope::operator()(const mx::array& x_in, int offset) const {
   namespace fast = mx::fast;
   if (type_ == "llama3") return fast::rope(x_in, p_.dims, p_.traditional, std::nullopt, 1.0f, offset, freqs_);
   if (type_ == "yarn") {
-    mx::array x = x_in;
-    if (mscale_ != 1.0) {
-      // x.at[..., :dims].multiply(mscale)
-      if (p_.dims == x.shape(-1)) {
-        x = mx::multiply(x, f32(mscale_));
-      } else {
-        mx::Shape start(x.ndim(), 0), stop = x.shape();
-        stop.back() = p_.dims;
-        x = mx::slice_update(x, mx::multiply(mx::slice(x, start, stop), f32(mscale_)), start, stop);
-      }
-    }
-    return fast::rope(x, p_.dims, p_.traditional, std::nullopt, 1.0f, offset, freqs_);
+    return fast::rope(yarn_input(x_in), p_.dims, p_.traditional, std::nullopt, 1.0f, offset, freqs_);
   }
   if (type_ == "dynamic") {
     const double seq_len = std::max<double>(x_in.shape(-2) + offset, static_cast<double>(*p_.max_position_embeddings));
@@ -133,6 +131,34 @@ mx::array Rope::operator()(const mx::array& x_in, int offset) const {
     return fast::rope(x_in, p_.dims, p_.traditional, static_cast<float>(base), 1.0f, offset);
   }
   return fast::rope(x_in, p_.dims, p_.traditional, static_cast<float>(p_.base), scale_, offset);
+}
+
+mx::array Rope::operator()(const mx::array& x_in, const mx::array& offsets) const {
+  namespace fast = mx::fast;
+  if (type_ == "dynamic") {
+    // The base depends on each row's length: mlx-lm cannot batch it; rope the rows one by one.
+    auto offs = mx::astype(offsets, mx::int32);
+    mx::eval(offs);
+    std::vector<mx::array> rows;
+    for (int b = 0; b < x_in.shape(0); ++b) {
+      mx::Shape lo(x_in.ndim(), 0), hi = x_in.shape();
+      lo[0] = b;
+      hi[0] = b + 1;
+      rows.push_back((*this)(mx::slice(x_in, lo, hi), offs.data<int32_t>()[b]));
+    }
+    return mx::concatenate(rows, 0);
+  }
+  if (type_ == "llama3") return fast::rope(x_in, p_.dims, p_.traditional, std::nullopt, 1.0f, offsets, freqs_);
+  if (type_ == "yarn") {
+    return fast::rope(yarn_input(x_in), p_.dims, p_.traditional, std::nullopt, 1.0f, offsets, freqs_);
+  }
+  return fast::rope(x_in, p_.dims, p_.traditional, static_cast<float>(p_.base), scale_, offsets);
+}
+
+mx::array Rope::apply(const mx::array& x, const KVCacheBase* cache) const {
+  if (cache == nullptr) return (*this)(x, 0);
+  if (auto offs = cache->row_offsets()) return (*this)(x, *offs);
+  return (*this)(x, cache->offset());
 }
 
 std::shared_ptr<const kernels::RopeSpec> Rope::build_spec() const {

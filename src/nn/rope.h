@@ -8,6 +8,7 @@
 
 #include <mlx/array.h>
 
+#include "cache/kv_cache.h"
 #include "core/json_file.h"
 #include "kernels/block_kernels.h"
 
@@ -26,6 +27,10 @@ class Rope {
   static Rope create(const RopeParams& p, const std::optional<JsonView>& scaling);
 
   mlx::core::array operator()(const mlx::core::array& x, int offset) const;
+  // Per-row offsets ([B] int32, a batch cache's row_offsets()): row b of x starts at offsets[b].
+  mlx::core::array operator()(const mlx::core::array& x, const mlx::core::array& offsets) const;
+  // The offsets of `cache` (a batch cache's rows) or its scalar offset (0 without a cache).
+  mlx::core::array apply(const mlx::core::array& x, const KVCacheBase* cache) const;
   const std::string& type() const { return type_; }
   // The same rotation for our fused kernels (made once, at create); null where it depends on
   // the call (dynamic NTK).
@@ -42,6 +47,8 @@ class Rope {
   std::shared_ptr<const kernels::RopeSpec> spec_;
 
   std::shared_ptr<const kernels::RopeSpec> build_spec() const;
+  // yarn's input scaling (x[..., :dims] * mscale).
+  mlx::core::array yarn_input(const mlx::core::array& x) const;
 };
 
 }  // namespace mlxcpp
