@@ -68,6 +68,8 @@ void BM_QMatmul(benchmark::State& state) {
 BENCHMARK(BM_QMatmul)
     ->ArgsProduct({{1}, {256, 1536, 49152, 196608}, {576}, {4, 8}, {1, 2}, {1, 2}, {0, 1}})
     ->ArgsProduct({{2, 4, 8}, {1536, 49152}, {576}, {4, 8}, {1, 2}, {2}, {0, 1}})
+    // Batched decode beyond the 8-row GEMV (continuous batching: 16 and 32 sequences).
+    ->ArgsProduct({{16, 32, 64, 128}, {1536, 49152}, {576}, {4, 8}, {2}, {2}, {0, 1}})
     ->ArgsProduct({{128}, {1536}, {576}, {4}, {1, 2}, {1, 2}, {0, 1}})
     ->Unit(benchmark::kMicrosecond);
 

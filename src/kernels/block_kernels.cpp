@@ -87,68 +87,99 @@ void add_bias(const QLinearView& l, int m, float* out) {
 
 }  // namespace
 
-void qlinear(const KernelContext& ctx, const QLinearView& l, const float* x, int m, float* out) {
-  qmatmul(ctx, x, m, l.q, out);
+void qlinear(const KernelContext& ctx, const QLinearView& l, const float* x, int m, float* out, bool decode) {
+  qmatmul(ctx, x, m, l.q, out, decode);
   add_bias(l, m, out);
 }
 
 void qlinear_many(const KernelContext& ctx, std::initializer_list<std::pair<QLinearView, float*>> outs, const float* x,
-                  int m) {
+                  int m, bool decode) {
   std::vector<QJob> jobs;
-  for (const auto& [l, out] : outs) jobs.push_back(QJob{l.q, x, m, out});
+  for (const auto& [l, out] : outs) jobs.push_back(QJob{l.q, x, m, out, decode});
   qmatmul_many(ctx, jobs.data(), static_cast<int>(jobs.size()));
   for (const auto& [l, out] : outs) add_bias(l, m, out);
 }
 
 namespace {
 
-// One decode query row (L = 1): one pool task per (kv head, slice of its keys) attends all
-// the query heads of that kv head at once (VecOps::attend_group: the cache rows come from
-// memory once per kv head, not once per query head). The keys are split so that there are a
-// few tasks per thread (3 kv heads on 2 threads alone run 2 against 1); the slices'
-// unnormalized outputs merge by their maxima and sums (as flash-decoding does).
+// The cache rows query l of batch row b attends: first..last.
+struct KeyRange {
+  int first, last;
+};
+KeyRange key_range(const AttentionShape& s, int b, int l) {
+  const int last = s.offset + l;
+  int first = s.window ? std::max(0, last - *s.window + 1) : 0;
+  if (!s.key_start.empty()) first = std::max(first, s.key_start[b]);
+  return {std::min(first, last), last};  // a padded query: its own key alone (see AttentionShape)
+}
+
 // The VecOps attention routines for a cache of T (float, or float16 bit patterns).
 auto attend_group_fn(const VecOps& v, const float*) { return v.attend_group; }
 auto attend_group_fn(const VecOps& v, const uint16_t*) { return v.attend_group_h; }
 auto attend_tile_fn(const VecOps& v, const float*) { return v.attend_tile; }
 auto attend_tile_fn(const VecOps& v, const uint16_t*) { return v.attend_tile_h; }
 
+// One decode query per batch row (L = 1): one pool task per (batch row, kv head, slice of its
+// keys) attends all the query heads of that kv head at once (VecOps::attend_group: the cache
+// rows come from memory once per kv head, not once per query head), every row in one pass over
+// the pool. A row's keys are split (splits[b] slices) so that there are a few tasks per thread
+// (3 kv heads on 2 threads alone run 2 against 1); the slices' unnormalized outputs merge by
+// their maxima and sums (as flash-decoding does).
 template <class T>
-void attention_decode(const KernelContext& ctx, const AttentionShape& s, int splits, const float* q, const T* kc,
-                      const T* vc, float* out) {
+void attention_decode(const KernelContext& ctx, const AttentionShape& s, const std::vector<int>& splits,
+                      const float* q, const T* kc, const T* vc, float* out) {
   const VecOps& v = vec_ops(ctx.isa());
   const int group = s.heads / s.kv_heads, hd = s.head_dim;
-  const int pos = s.offset, first = s.window ? std::max(0, pos - *s.window + 1) : 0, span = pos - first + 1;
-  // Task t = kv_head * splits + slice owns group rows of part_out and group pairs of part.
-  std::vector<float> part_out(splits > 1 ? static_cast<size_t>(s.heads) * splits * hd : 0),
-      part(splits > 1 ? static_cast<size_t>(s.heads) * splits * 2 : 0);
-  ctx.pool().parallel_for(s.kv_heads * splits, [&](int task) {
-    const int kvh = task / splits, c = task % splits;
-    const int a = first + static_cast<int>(static_cast<long>(span) * c / splits);
-    const int b = first + static_cast<int>(static_cast<long>(span) * (c + 1) / splits) - 1;
-    const long kv = static_cast<long>(kvh) * s.cap * hd;
-    const float* qh = q + static_cast<long>(kvh) * group * hd;
-    std::vector<float> scores(static_cast<size_t>(group) * (b - a + 1));
+  const long entry = static_cast<long>(s.kv_heads) * s.cap * hd, qrow = static_cast<long>(s.heads) * hd;
+  // Row b's tasks are first_task[b].. (kv_head * splits[b] + slice); task t owns group rows of
+  // part_out and group pairs of part.
+  std::vector<int> first_task(s.batch + 1, 0);
+  bool merge = false;
+  for (int b = 0; b < s.batch; ++b) {
+    first_task[b + 1] = first_task[b] + s.kv_heads * splits[b];
+    merge = merge || splits[b] > 1;
+  }
+  const int tasks = first_task[s.batch];
+  std::vector<float> part_out(merge ? static_cast<size_t>(tasks) * group * hd : 0),
+      part(merge ? static_cast<size_t>(tasks) * group * 2 : 0);
+  ctx.pool().parallel_for(tasks, [&](int task) {
+    const int b =
+        static_cast<int>(std::upper_bound(first_task.begin(), first_task.end(), task) - first_task.begin()) - 1;
+    const int sp = splits[b], kvh = (task - first_task[b]) / sp, c = (task - first_task[b]) % sp;
+    const auto [first, last] = key_range(s, b, 0);
+    const int span = last - first + 1;
+    const int lo = first + static_cast<int>(static_cast<long>(span) * c / sp);
+    const int hi = first + static_cast<int>(static_cast<long>(span) * (c + 1) / sp) - 1;
+    const long kv = b * entry + static_cast<long>(kvh) * s.cap * hd;
+    const float* qh = q + b * qrow + static_cast<long>(kvh) * group * hd;
+    std::vector<float> scores(static_cast<size_t>(group) * (hi - lo + 1));
     // One slice: the final rows; several: unnormalized parts for the merge below.
-    float* o = splits == 1 ? out + static_cast<long>(kvh) * group * hd : part_out.data() + static_cast<long>(task) * group * hd;
-    attend_group_fn(v, kc)(qh, group, kc + kv, vc + kv, hd, a, b, s.scale, scores.data(), o,
-                           splits == 1 ? nullptr : part.data() + 2L * task * group);
+    float* o = sp == 1 ? out + b * qrow + static_cast<long>(kvh) * group * hd
+                       : part_out.data() + static_cast<long>(task) * group * hd;
+    attend_group_fn(v, kc)(qh, group, kc + kv, vc + kv, hd, lo, hi, s.scale, scores.data(), o,
+                           sp == 1 ? nullptr : part.data() + 2L * task * group);
   });
-  if (splits == 1) return;
-  for (int h = 0; h < s.heads; ++h) {
-    const int kvh = h / group, i = h % group;
-    auto slot = [&](int c) { return (static_cast<long>(kvh) * splits + c) * group + i; };
-    float m = -INFINITY;
-    for (int c = 0; c < splits; ++c) m = std::max(m, part[2 * slot(c)]);
-    float* o = out + static_cast<long>(h) * hd;
-    std::fill(o, o + hd, 0.f);
-    float sum = 0.f;
-    for (int c = 0; c < splits; ++c) {
-      const float w = std::exp(part[2 * slot(c)] - m);
-      sum += w * part[2 * slot(c) + 1];
-      v.axpy(w, part_out.data() + slot(c) * hd, o, hd);
+  if (!merge) return;
+  for (int b = 0; b < s.batch; ++b) {
+    const int sp = splits[b];
+    if (sp == 1) continue;
+    for (int h = 0; h < s.heads; ++h) {
+      const int kvh = h / group, i = h % group;
+      auto slot = [&](int c) {
+        return (static_cast<long>(first_task[b]) + static_cast<long>(kvh) * sp + c) * group + i;
+      };
+      float m = -INFINITY;
+      for (int c = 0; c < sp; ++c) m = std::max(m, part[2 * slot(c)]);
+      float* o = out + b * qrow + static_cast<long>(h) * hd;
+      std::fill(o, o + hd, 0.f);
+      float sum = 0.f;
+      for (int c = 0; c < sp; ++c) {
+        const float w = std::exp(part[2 * slot(c)] - m);
+        sum += w * part[2 * slot(c) + 1];
+        v.axpy(w, part_out.data() + slot(c) * hd, o, hd);
+      }
+      for (int d = 0; d < hd; ++d) o[d] /= sum;
     }
-    for (int d = 0; d < hd; ++d) o[d] /= sum;
   }
 }
 
@@ -159,31 +190,39 @@ void attention_t(const KernelContext& ctx, const AttentionShape& s, const float*
   const int group = s.heads / s.kv_heads;
   const int hd = s.head_dim;
   if (s.L == 1) {
-    // Slices of at least kMinKeys keys, up to ~4 tasks per thread over the kv heads. Too few
-    // keys to split and fewer kv heads than threads: one task per query head below.
+    // Slices of at least kMinKeys keys, up to ~4 tasks per thread over a row's kv heads: each
+    // row is split as it would be alone, so that it comes out bit for bit as alone. A single
+    // row with too few keys to split and fewer kv heads than threads: the tiles below.
     constexpr int kMinKeys = 64;
-    const int span = s.window ? std::min(s.offset + 1, *s.window) : s.offset + 1;
     const int want = (4 * ctx.threads() + s.kv_heads - 1) / s.kv_heads;
-    const int splits = std::max(1, std::min(want, span / kMinKeys));
-    if (splits > 1 || s.kv_heads >= ctx.threads()) return attention_decode(ctx, s, splits, q, kc, vc, out);
+    std::vector<int> splits(s.batch);
+    bool split = false;
+    for (int b = 0; b < s.batch; ++b) {
+      const auto [first, last] = key_range(s, b, 0);
+      splits[b] = std::max(1, std::min(want, (last - first + 1) / kMinKeys));
+      split = split || splits[b] > 1;
+    }
+    if (split || s.batch > 1 || s.kv_heads >= ctx.threads()) return attention_decode(ctx, s, splits, q, kc, vc, out);
   }
-  // One task per (kv head, block of queries): each owns its output rows. The query heads of the
-  // kv head at all positions of the block are attended together (attend_tile: each key and
-  // value row is read about once for all of them, not once per position and head).
+  // One task per (batch row, kv head, block of queries): each owns its output rows. The query
+  // heads of the kv head at all positions of the block are attended together (attend_tile:
+  // each key and value row is read about once for all of them, not once per position and head).
   constexpr int kQBlock = 8;
-  const int qblocks = (s.L + kQBlock - 1) / kQBlock;
-  ctx.pool().parallel_for(s.kv_heads * qblocks, [&](int task) {
-    const int kvh = task / qblocks, qb = task % qblocks;
-    const T* K = kc + static_cast<long>(kvh) * s.cap * hd;
-    const T* V = vc + static_cast<long>(kvh) * s.cap * hd;
+  const int qblocks = (s.L + kQBlock - 1) / kQBlock, per_row = s.kv_heads * qblocks;
+  const long entry = static_cast<long>(s.kv_heads) * s.cap * hd;
+  ctx.pool().parallel_for(s.batch * per_row, [&](int task) {
+    const int b = task / per_row, kvh = task % per_row / qblocks, qb = task % qblocks;
+    const T* K = kc + b * entry + static_cast<long>(kvh) * s.cap * hd;
+    const T* V = vc + b * entry + static_cast<long>(kvh) * s.cap * hd;
     const int l0 = qb * kQBlock, P = std::min(s.L, l0 + kQBlock) - l0;
     int first[kQBlock], last[kQBlock];
     for (int p = 0; p < P; ++p) {
-      last[p] = s.offset + l0 + p;
-      first[p] = s.window ? std::max(0, last[p] - *s.window + 1) : 0;
+      const auto r = key_range(s, b, l0 + p);
+      first[p] = r.first;
+      last[p] = r.last;
     }
     std::vector<float> scores(static_cast<size_t>(group) * P * (last[P - 1] - first[0] + 1));
-    const long row = (static_cast<long>(l0) * s.heads + static_cast<long>(kvh) * group) * hd;
+    const long row = ((static_cast<long>(b) * s.L + l0) * s.heads + static_cast<long>(kvh) * group) * hd;
     const long stride = static_cast<long>(s.heads) * hd;
     attend_tile_fn(v, K)(q + row, stride, group, P, first, last, K, V, hd, s.scale, scores.data(), out + row, stride);
   });

@@ -3,6 +3,7 @@
 
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -40,21 +41,27 @@ struct QLinearView {
   QMatrixView q;
   const float* bias = nullptr;
 };
-// out [m, n] = x [m, k] @ W.T (+ bias)
-void qlinear(const KernelContext& ctx, const QLinearView& l, const float* x, int m, float* out);
+// out [m, n] = x [m, k] @ W.T (+ bias); `decode`: x's rows are separate sequences' next tokens
+// (qmatmul's).
+void qlinear(const KernelContext& ctx, const QLinearView& l, const float* x, int m, float* out, bool decode = false);
 // Several projections of the same x in one pass over the pool.
 void qlinear_many(const KernelContext& ctx, std::initializer_list<std::pair<QLinearView, float*>> outs, const float* x,
-                  int m);
+                  int m, bool decode = false);
 
-// Causal attention of L new queries (positions offset..offset+L-1) over a cache holding keys
-// 0..offset+L-1: q [L, heads, hd] -> out [L, heads, hd]; k/v cache [kv_heads, cap, hd], float32
-// or, with kv_f16, float16 (bit patterns).
-// `window`: keys older than pos - window + 1 are masked (sliding window).
+// Causal attention of L new queries (cache rows offset..offset+L-1) over a cache holding keys
+// 0..offset+L-1, for `batch` rows: q [batch, L, heads, hd] -> out [batch, L, heads, hd]; k/v
+// cache [batch, kv_heads, cap, hd], float32 or, with kv_f16, float16 (bit patterns).
+// `window`: keys older than row - window + 1 are skipped (sliding window, by cache row).
+// `key_start` (empty, or one per batch row: its left padding): row b's keys before
+// key_start[b] are skipped too (mlx-lm's create_causal_mask with left_padding). A query with
+// no key of its own yet (a padded prompt position) attends just its own key (finite; unused).
 struct AttentionShape {
   int heads, kv_heads, head_dim, cap, offset, L;
   float scale;
   std::optional<int> window;
   bool kv_f16 = false;
+  int batch = 1;
+  std::span<const int> key_start = {};
 };
 void attention(const KernelContext& ctx, const AttentionShape& s, const float* q, const void* kc, const void* vc,
                float* out);

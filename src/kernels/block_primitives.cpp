@@ -39,9 +39,10 @@ struct BlockScratch {
   }
 };
 
-// o = the MLP block of h (`rows` rows of d); o must not alias h.
+// o = the MLP block of h (`rows` rows of d); o must not alias h. `decode`: each row is one
+// sequence's next token (qmatmul's).
 void run_mlp(const KernelContext& ctx, const MlpBlockSpec& s, const BlockArrays& in, const float* h,
-             int rows, int d, float* o, BlockScratch& sc) {
+             int rows, int d, float* o, BlockScratch& sc, bool decode) {
   const int hidden = s.slots[0].n;
   const VecOps& v = vec_ops(ctx.isa());
   const long nh = static_cast<long>(rows) * hidden;
@@ -49,19 +50,21 @@ void run_mlp(const KernelContext& ctx, const MlpBlockSpec& s, const BlockArrays&
   float* g = BlockScratch::at_least(sc.a, nh);
   float* u = BlockScratch::at_least(sc.b, nh);
   rms_norm_rows(v, h, in[s.norm].data<float>(), s.eps, rows, d, xn);
-  qlinear_many(ctx, {{view(in, s.slots[0]), g}, {view(in, s.slots[1]), u}}, xn, rows);
+  qlinear_many(ctx, {{view(in, s.slots[0]), g}, {view(in, s.slots[1]), u}}, xn, rows, decode);
   (s.act == GluActivation::kSilu ? v.silu_mul : v.gelu_mul)(g, u, g, nh);
-  qlinear(ctx, view(in, s.slots[2]), g, rows, o);
+  qlinear(ctx, view(in, s.slots[2]), g, rows, o, decode);
   if (s.post_norm >= 0) rms_norm_rows(v, o, in[s.post_norm].data<float>(), s.eps, rows, d, o);
   for (long i = 0, n = static_cast<long>(rows) * d; i < n; ++i) o[i] += h[i];
 }
 
 // o = the attention block of h ([batch, L, d]); writes the new rows into the caches kc/vc
-// ([batch, kv_heads, cap, head_dim]); o must not alias h.
+// ([batch, kv_heads, cap, head_dim]); o must not alias h. The projections take all batch*L
+// rows at once (one pass over each weight matrix for the whole batch); rope, the cache write
+// and attention go per batch row (its position, its left padding).
 // The caches hold float32 or, with s.kv_f16, float16 (bit patterns).
 void run_attention(const KernelContext& ctx, const AttentionBlockSpec& s, const BlockArrays& in,
                    const float* h, int cap, float* o, void* kc, void* vc, BlockScratch& sc) {
-  const int rows = s.L;
+  const int L = s.L, rows = s.batch * L;
   const int qd = s.heads * s.head_dim, kvd = s.kv_heads * s.head_dim;
   const VecOps& v = vec_ops(ctx.isa());
   float* xn = BlockScratch::at_least(sc.xn, static_cast<long>(rows) * s.d);
@@ -69,17 +72,20 @@ void run_attention(const KernelContext& ctx, const AttentionBlockSpec& s, const 
   float* k = BlockScratch::at_least(sc.b, static_cast<long>(rows) * kvd);
   float* val = BlockScratch::at_least(sc.c, static_cast<long>(rows) * kvd);
   float* att = BlockScratch::at_least(sc.d, static_cast<long>(rows) * qd);
+  rms_norm_rows(v, h, in[s.norm].data<float>(), s.eps, rows, s.d, xn);
+  const bool decode = L == 1;
+  qlinear_many(ctx, {{view(in, s.slots[0]), q}, {view(in, s.slots[1]), k}, {view(in, s.slots[2]), val}}, xn, rows,
+               decode);
+  if (s.q_norm >= 0) {
+    rms_norm_rows(v, q, in[s.q_norm].data<float>(), s.eps, rows * s.heads, s.head_dim, q);
+    rms_norm_rows(v, k, in[s.k_norm].data<float>(), s.eps, rows * s.kv_heads, s.head_dim, k);
+  }
+  const bool padded = !s.left_padding.empty();
   for (int b = 0; b < s.batch; ++b) {
-    const float* hb = h + static_cast<long>(b) * rows * s.d;
-    rms_norm_rows(v, hb, in[s.norm].data<float>(), s.eps, rows, s.d, xn);
-    qlinear_many(ctx, {{view(in, s.slots[0]), q}, {view(in, s.slots[1]), k}, {view(in, s.slots[2]), val}}, xn, rows);
-    if (s.q_norm >= 0) {
-      rms_norm_rows(v, q, in[s.q_norm].data<float>(), s.eps, rows * s.heads, s.head_dim, q);
-      rms_norm_rows(v, k, in[s.k_norm].data<float>(), s.eps, rows * s.kv_heads, s.head_dim, k);
-    }
     if (s.rope) {
-      rope_rows(*s.rope, q, rows, s.heads, s.head_dim, s.offset);
-      rope_rows(*s.rope, k, rows, s.kv_heads, s.head_dim, s.offset);
+      const int pos0 = s.offset - (padded ? s.left_padding[b] : 0);
+      rope_rows(*s.rope, q + static_cast<long>(b) * L * qd, L, s.heads, s.head_dim, pos0);
+      rope_rows(*s.rope, k + static_cast<long>(b) * L * kvd, L, s.kv_heads, s.head_dim, pos0);
     }
     // Cache write: [kv_heads, cap, hd] rows offset..offset+L of this batch entry (float16 ones
     // rounded to nearest even, as MLX's astype).
@@ -88,21 +94,20 @@ void run_attention(const KernelContext& ctx, const AttentionBlockSpec& s, const 
       if (s.kv_f16) v.to_half(src, static_cast<uint16_t*>(cache) + entry + row, s.head_dim);
       else std::memcpy(static_cast<float*>(cache) + entry + row, src, sizeof(float) * s.head_dim);
     };
-    for (int l = 0; l < rows; ++l)
+    for (int l = 0; l < L; ++l)
       for (int hh = 0; hh < s.kv_heads; ++hh) {
         const long dst = (static_cast<long>(hh) * cap + s.offset + l) * s.head_dim;
-        const long srco = (static_cast<long>(l) * s.kv_heads + hh) * s.head_dim;
+        const long srco = ((static_cast<long>(b) * L + l) * s.kv_heads + hh) * s.head_dim;
         put(kc, dst, k + srco);
         put(vc, dst, val + srco);
       }
-    AttentionShape as{s.heads, s.kv_heads, s.head_dim, cap, s.offset, rows, s.scale, s.window, s.kv_f16};
-    const long entry_bytes = entry * static_cast<long>(s.kv_f16 ? sizeof(uint16_t) : sizeof(float));
-    attention(ctx, as, q, static_cast<char*>(kc) + entry_bytes, static_cast<char*>(vc) + entry_bytes, att);
-    float* ob = o + static_cast<long>(b) * rows * s.d;
-    qlinear(ctx, view(in, s.slots[3]), att, rows, ob);
-    if (s.post_norm >= 0) rms_norm_rows(v, ob, in[s.post_norm].data<float>(), s.eps, rows, s.d, ob);
-    for (long i = 0, n = static_cast<long>(rows) * s.d; i < n; ++i) ob[i] += hb[i];
   }
+  AttentionShape as{s.heads, s.kv_heads, s.head_dim, cap, s.offset, L, s.scale, s.window, s.kv_f16, s.batch,
+                    s.left_padding};
+  attention(ctx, as, q, kc, vc, att);
+  qlinear(ctx, view(in, s.slots[3]), att, rows, o, decode);
+  if (s.post_norm >= 0) rms_norm_rows(v, o, in[s.post_norm].data<float>(), s.eps, rows, s.d, o);
+  for (long i = 0, n = static_cast<long>(rows) * s.d; i < n; ++i) o[i] += h[i];
 }
 
 // Output buffers of one attention block's caches (outputs[first], outputs[first + 1]): the
@@ -151,7 +156,8 @@ void MlpBlockPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array
     const float* h = contiguous_f32(in[0], hs);
     const int d = in[0].shape(-1);
     BlockScratch sc;
-    run_mlp(*ctx, s, {in, {}}, h, static_cast<int>(in[0].size() / d), d, out.data<float>(), sc);
+    const bool decode = in[0].ndim() >= 2 && in[0].shape(-2) == 1;  // [B, 1, d]: one token per sequence
+    run_mlp(*ctx, s, {in, {}}, h, static_cast<int>(in[0].size() / d), d, out.data<float>(), sc, decode);
   });
 }
 
@@ -217,7 +223,7 @@ void DecoderStackPrimitive::eval_cpu(const std::vector<mx::array>& inputs, std::
       copy_caches(attn[i], in, out, first, copies[i]);
       run_attention(*ctx, attn[i], arrays, i == 0 ? h : hout, out[first].shape(2), mid.data(), out[first].data<void>(),
                     out[first + 1].data<void>(), sc);
-      run_mlp(*ctx, mlp[i], arrays, mid.data(), rows, d, hout, sc);
+      run_mlp(*ctx, mlp[i], arrays, mid.data(), rows, d, hout, sc, in[0].shape(1) == 1);
     }
   });
 }

@@ -75,10 +75,14 @@ struct AttentionBlockSpec {
   bool kv_f16 = false;                    // the caches hold float16 (else float32)
   int q_norm = -1, k_norm = -1;           // input indices of per-head q/k norm weights (-1: none)
   int post_norm = -1;                     // input index of the o projection's post-norm weight
+  // A batch cache's rows: row b's first left_padding[b] cache rows are padding (skipped), its
+  // new tokens sit at RoPE positions offset - left_padding[b] + l. Empty: no padding.
+  std::vector<int> left_padding;
 };
 
 // inputs: h [B, L, d], norm_w, q, k, v, o (LinearSlots), [q/k/post norm weights,] key cache, value cache
-// ([B, kv_heads, cap, head_dim], both float32 or both float16); outputs: h + o(attn), updated key and value caches
+// ([B, kv_heads, cap, head_dim], both float32 or both float16; the new rows go to offset..
+// offset + L - 1 of every batch row); outputs: h + o(attn), updated key and value caches
 // (the input buffers, updated in place when spec.exclusive says nobody else holds them; else
 // copied first and counted in KernelContext::cache_copies).
 class AttentionBlockPrimitive : public mlx::core::Primitive {

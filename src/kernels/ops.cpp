@@ -246,9 +246,20 @@ MlpBlockSpec add_mlp(Placer& p, const MlpBlockInputs& m) {
   return spec;
 }
 
+// Left padding: none, or one per batch row, each within the rows written once this block ran.
+bool padding_ok(const mx::array& h, const AttentionBlockArgs& a) {
+  if (a.left_padding.empty()) return true;
+  const int end = a.offset + h.shape(1);
+  return static_cast<int>(a.left_padding.size()) == h.shape(0) &&
+         std::all_of(a.left_padding.begin(), a.left_padding.end(), [&](int p) { return p >= 0 && p <= end; });
+}
+
 bool attention_ok(const mx::array& h, const AttentionBlockInputs& in) {
   const auto& a = in.args;
-  return h.dtype() == mx::float32 && h.ndim() == 3 && norm_ok(in.norm_w, h.shape(2)) && block_ok(in.q) &&
+  return h.dtype() == mx::float32 && h.ndim() == 3 && in.k_cache.ndim() == 4 && in.v_cache.ndim() == 4 &&
+         in.k_cache.shape(0) == h.shape(0) && in.v_cache.shape(0) == h.shape(0) &&
+         in.k_cache.shape(2) >= a.offset + h.shape(1) && in.v_cache.shape(2) == in.k_cache.shape(2) &&
+         padding_ok(h, a) && norm_ok(in.norm_w, h.shape(2)) && block_ok(in.q) &&
          block_ok(in.k) && block_ok(in.v) && block_ok(in.o) &&
          (in.k_cache.dtype() == mx::float32 || in.k_cache.dtype() == mx::float16) &&
          in.v_cache.dtype() == in.k_cache.dtype() && in.k_cache.shape(3) == a.head_dim && in.v_cache.shape(3) == a.head_dim &&
@@ -266,6 +277,7 @@ AttentionBlockSpec add_attention(Placer& p, const mx::array& h, const AttentionB
   spec.q_norm = p.add_optional(a.q_norm);
   spec.k_norm = p.add_optional(a.k_norm);
   spec.post_norm = p.add_optional(a.post_norm);
+  spec.left_padding = a.left_padding;
   // The caches are always inputs (and outputs), together.
   spec.cache_first = static_cast<int>(p.inputs.size());
   p.inputs.push_back(in.k_cache);

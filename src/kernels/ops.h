@@ -90,11 +90,15 @@ struct AttentionBlockArgs {
   // Gemma 3: RMSNorm (eps) of each head's q and k before rope (weights [head_dim]), and of the
   // o projection's output before the residual add (weights [d]). float32.
   std::optional<mlx::core::array> q_norm = std::nullopt, k_norm = std::nullopt, post_norm = std::nullopt;
+  // A batch cache's per-row left padding (BatchKVCache: empty = none): row b attends cache rows
+  // left_padding[b].. only, and its new tokens take RoPE positions offset - left_padding[b] + l.
+  std::vector<int> left_padding = {};
 };
 
-// {h + o(attention), key cache, value cache}: norm, q/k/v, rope, cache write at `offset`,
-// causal attention over the cache, o projection, residual. The caches are [B, kv_heads, cap,
-// head_dim] float32 buffers with cap >= offset + L (see KVCache::take_for_update).
+// {h + o(attention), key cache, value cache}: norm, q/k/v, rope, cache write at `offset` (every
+// batch row's), causal attention over the cache, o projection, residual. The caches are
+// [B, kv_heads, cap, head_dim] float32 or float16 buffers with cap >= offset + L (see
+// KVCache::take_for_update).
 std::optional<std::vector<mlx::core::array>> attention_block(const mlx::core::array& h, const mlx::core::array& norm_w,
                                                              const BlockLinear& q, const BlockLinear& k,
                                                              const BlockLinear& v, const BlockLinear& o,

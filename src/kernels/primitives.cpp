@@ -30,7 +30,9 @@ void QuantizedMatmulPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx
       q = QMatrixView{w.data<uint32_t>(), sb.scales, sb.biases, n, k, bits, group, sb.type};
     }
     const int m = static_cast<int>(x.size() / k);
-    qmatmul(*ctx, contiguous_f32(x, xs), m, q, out.data<float>());
+    // [B, 1, k]: one token per sequence (a batched decode step's logits).
+    const bool decode = x.ndim() >= 2 && x.shape(-2) == 1;
+    qmatmul(*ctx, contiguous_f32(x, xs), m, q, out.data<float>(), decode);
   });
 }
 

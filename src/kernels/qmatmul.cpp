@@ -22,14 +22,14 @@ bool qmatmul_supported(int bits, int group) {
 
 namespace {
 
-// A kRows8 matrix: the integer-dot GEMV (<= kI16MaxRows rows of x) or GEMM (which widens its
-// tiles from either layout); otherwise (scalar ISA, float products) the portable path, which
-// dequantizes its rows.
-QKernel pick_rows8(Isa isa, int bits, ScaleType st, int m, bool int_dot) {
+// A kRows8 matrix: the integer-dot GEMV (<= kI16MaxRows rows of x, kDecodeGemvMaxRows decode
+// rows) or GEMM (which widens its tiles from either layout); otherwise (scalar ISA, float
+// products) the portable path, which dequantizes its rows.
+QKernel pick_rows8(Isa isa, int bits, ScaleType st, int m, bool int_dot, bool decode) {
   QKernel k;
   if (!int_dot || isa == Isa::kScalar) {
     // the portable path below
-  } else if (m <= kI16MaxRows) {
+  } else if (m <= (decode ? kDecodeGemvMaxRows : kI16MaxRows)) {
     k = isa == Isa::kAvx512 && has_avx512_vnni() ? qmatmul_kernel_vnni_rows8(bits, st) : qmatmul_kernel_avx2_rows8(bits, st);
   } else {
     k = isa == Isa::kAvx512 && has_avx512_vnni() ? qmatmul_kernel_avx512_i16_gemm(bits, st)
@@ -38,8 +38,9 @@ QKernel pick_rows8(Isa isa, int bits, ScaleType st, int m, bool int_dot) {
   return k.rows ? k : qmatmul_kernel_scalar(bits, st);
 }
 
-QKernel pick(Isa isa, int bits, ScaleType st, int m, bool int_dot, QLayout layout = QLayout::kMlx) {
-  if (layout == QLayout::kRows8) return pick_rows8(isa, bits, st, m, int_dot);
+QKernel pick(Isa isa, int bits, ScaleType st, int m, bool int_dot, QLayout layout = QLayout::kMlx,
+             bool decode = false) {
+  if (layout == QLayout::kRows8) return pick_rows8(isa, bits, st, m, int_dot, decode);
   QKernel k;
   if (int_dot && isa != Isa::kScalar && m <= kI16MaxRows) k = qmatmul_kernel_avx2_i16(bits, st);
   if (int_dot && isa != Isa::kScalar && m > kI16MaxRows) {
@@ -80,14 +81,14 @@ void prepare(const QKernel& kern, const float* x, int m, int k, int group, std::
 
 }  // namespace
 
-bool qmatmul_int16(const KernelContext& ctx, int bits, int m, bool* group_steps, QLayout layout) {
-  const QKernel k = pick(ctx.isa(), bits, ScaleType::kF32, m, ctx.int_dot(), layout);
+bool qmatmul_int16(const KernelContext& ctx, int bits, int m, bool* group_steps, QLayout layout, bool decode) {
+  const QKernel k = pick(ctx.isa(), bits, ScaleType::kF32, m, ctx.int_dot(), layout, decode);
   if (group_steps) *group_steps = k.group_steps;
   return k.quantize != nullptr;
 }
 
-void qmatmul(const KernelContext& ctx, const float* x, int m, const QMatrixView& q, float* out) {
-  const QJob job{q, x, m, out};
+void qmatmul(const KernelContext& ctx, const float* x, int m, const QMatrixView& q, float* out, bool decode) {
+  const QJob job{q, x, m, out, decode};
   qmatmul_many(ctx, &job, 1);
 }
 
@@ -106,7 +107,7 @@ void qmatmul_many(const KernelContext& ctx, const QJob* jobs, int count) {
   for (int j = 0; j < count; ++j) {
     auto& p = prep[j];
     const auto& q = jobs[j].q;
-    p.kern = pick(ctx.isa(), q.bits, q.stype, jobs[j].m, ctx.int_dot(), q.layout);
+    p.kern = pick(ctx.isa(), q.bits, q.stype, jobs[j].m, ctx.int_dot(), q.layout, jobs[j].decode);
     // Products of one x (q/k/v, gate/up) share its prepared form.
     int same = -1;
     for (int i = 0; i < j && same < 0; ++i) {

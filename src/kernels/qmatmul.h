@@ -103,7 +103,8 @@ QKernel qmatmul_kernel_avx2_i16(int bits, ScaleType st);
 // a step per quantization group; AVX-512 with VNNI (vpdpwssd) and AVX2 (vpmaddwd).
 QKernel qmatmul_kernel_avx512_i16_gemm(int bits, ScaleType st);
 QKernel qmatmul_kernel_avx2_i16_gemm(int bits, ScaleType st);
-// Integer-dot GEMV over kRows8 matrices (<= kI16MaxRows rows of x, 4/8-bit): AVX2 (vpmaddwd)
+// Integer-dot GEMV over kRows8 matrices (<= kI16MaxRows rows of x, or kDecodeGemvMaxRows decode
+// rows; 4/8-bit): AVX2 (vpmaddwd)
 // and AVX-512 VNNI (vpdpwssd on 256-bit vectors, 32 registers).
 QKernel qmatmul_kernel_avx2_rows8(int bits, ScaleType st);
 QKernel qmatmul_kernel_vnni_rows8(int bits, ScaleType st);
@@ -113,6 +114,14 @@ void quantize_i16_row(const float* x, int k, int group, int16_t* levels, float* 
 // At most this many x rows take the integer-dot GEMV; more take the float GEMM (at 8 rows the
 // GEMV still beats dequantizing tiles: 49152 x 576, 2 threads, 8-bit 3.1-3.7 vs 4.5-5.2 ms).
 inline constexpr int kI16MaxRows = 8;
+// Rows of x that are each one sequence's next token (a batched decode step: `decode` below)
+// take the kRows8 GEMV up to this many rows: it reads each block of 8 weight rows from memory
+// once for all rows of x (the other passes hit L1) at a cost per row and no fixed cost, and
+// each row comes out exactly as alone (a batched request generates what it generates alone).
+// 1536 x 576, 2 threads, AVX-512 VNNI, GEMV vs GEMM: 4-bit 167 vs 407 us at 16 rows, 348 vs
+// 554 at 32, 658 vs 821 at 64; 8-bit 188 vs 223, 355 vs 368, 669 vs 647. (A prompt's rows
+// keep the GEMM beyond kI16MaxRows: its per-group steps round them more finely.)
+inline constexpr int kDecodeGemvMaxRows = 32;
 
 // Row n of the matrix dequantized (scale * q + bias per value, MLX's dequantize) into out[k].
 void dequantize_row(const QMatrixView& q, long n, float* out);
@@ -121,13 +130,14 @@ void dequantize_row(const QMatrixView& q, long n, float* out);
 // rounds x to int16 levels for integer dot products (see QInput); group_steps: with a step per
 // quantization group.
 bool qmatmul_int16(const KernelContext& ctx, int bits, int m, bool* group_steps = nullptr,
-                   QLayout layout = QLayout::kMlx);
+                   QLayout layout = QLayout::kMlx, bool decode = false);
 
 // Whether our kernels handle this layout (bits 2..8 except 7, group 32/64/128).
 bool qmatmul_supported(int bits, int group);
 
-// out [m, n] (row-major, contiguous) on the context's ISA and thread pool.
-void qmatmul(const KernelContext& ctx, const float* x, int m, const QMatrixView& q, float* out);
+// out [m, n] (row-major, contiguous) on the context's ISA and thread pool. `decode`: the rows
+// of x are separate sequences' next tokens (see kDecodeGemvMaxRows).
+void qmatmul(const KernelContext& ctx, const float* x, int m, const QMatrixView& q, float* out, bool decode = false);
 
 // Several products in one pass over the pool (one barrier instead of one per matrix), e.g. the
 // q/k/v or gate/up projections of one input.
@@ -136,6 +146,7 @@ struct QJob {
   const float* x;
   int m;
   float* out;
+  bool decode = false;  // as qmatmul's
 };
 void qmatmul_many(const KernelContext& ctx, const QJob* jobs, int count);
 

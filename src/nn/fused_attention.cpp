@@ -1,14 +1,60 @@
 #include "nn/fused_attention.h"
 
+#include <algorithm>
+
+#include "cache/batch_kv_cache.h"
+
 namespace mx = mlx::core;
 
 namespace mlxcpp {
 
 namespace {
 
+// The caches the block kernels write: a plain KVCache (its mask is causal, or none for one
+// token, or for a sliding-window layer causal within the window: the kernel applies either) or
+// a BatchKVCache (the same per row, its left padding skipped).
+class CacheRef {
+ public:
+  // For x [batch, n, d].
+  static std::optional<CacheRef> of(KVCacheBase* cache, int batch, int n) {
+    if (auto* kv = dynamic_cast<KVCache*>(cache)) return CacheRef(kv, nullptr);
+    auto* bc = dynamic_cast<BatchKVCache*>(cache);
+    if (bc == nullptr || bc->pending_right_padding() || bc->batch_size() != batch) return std::nullopt;
+    // Row b's tokens are cache rows left_padding[b].. (a padded prompt's padding may still be
+    // among the n rows to write); its next position is offsets()[b].
+    for (int b = 0; b < batch; ++b) {
+      const int pad = bc->left_padding()[b];
+      if (pad < 0 || pad > bc->offset() + n || bc->offsets()[b] != bc->offset() - pad) return std::nullopt;
+    }
+    return CacheRef(nullptr, bc);
+  }
+  KVCacheBase* base() const { return kv_ ? static_cast<KVCacheBase*>(kv_) : batch_; }
+  // The rows' left padding; empty where there is none.
+  std::vector<int> left_padding() const {
+    if (!batch_) return {};
+    const auto& lp = batch_->left_padding();
+    if (std::all_of(lp.begin(), lp.end(), [](int p) { return p == 0; })) return {};
+    return lp;
+  }
+  bool exclusive() const { return kv_ ? kv_->exclusive() : batch_->exclusive(); }
+  std::pair<mx::array, mx::array> take(int batch, int heads, int n, int dim, mx::Dtype dtype) const {
+    return kv_ ? kv_->take_for_update(batch, heads, n, dim, dim, dtype)
+               : batch_->take_for_update(heads, n, dim, dim, dtype);
+  }
+  void commit(mx::array keys, mx::array values, int n, bool exclusive) const {
+    if (kv_) kv_->commit_update(std::move(keys), std::move(values), n, exclusive);
+    else batch_->commit_update(std::move(keys), std::move(values), n, exclusive);
+  }
+
+ private:
+  CacheRef(KVCache* kv, BatchKVCache* batch) : kv_(kv), batch_(batch) {}
+  KVCache* kv_;
+  BatchKVCache* batch_;
+};
+
 // An attention layer the block kernels cover, with its cache; nullopt where they don't.
 struct CoveredAttention {
-  KVCache* kv;
+  CacheRef cache;
   mx::Dtype kv_dtype;  // of the cache's rows: its buffers', or for a new cache the context's choice
   kernels::AttentionBlockArgs args;
   kernels::BlockLinear q, k, v, o;
@@ -16,10 +62,9 @@ struct CoveredAttention {
 
 std::optional<CoveredAttention> covered(const mx::array& x, const FusedAttentionLayer& layer, KVCacheBase* cache,
                                         const kernels::FastPath& fast) {
-  // Only a plain KVCache: its mask is causal (or none for one token) or, for a sliding-window
-  // layer, causal within the window; the kernel applies either.
-  auto* kv = dynamic_cast<KVCache*>(cache);
-  if (!kernels::use_fast(fast) || kv == nullptr || x.dtype() != mx::float32 || x.ndim() != 3) return std::nullopt;
+  if (!kernels::use_fast(fast) || x.dtype() != mx::float32 || x.ndim() != 3) return std::nullopt;
+  auto ref = CacheRef::of(cache, x.shape(0), x.shape(1));
+  if (!ref) return std::nullopt;
   std::shared_ptr<const kernels::RopeSpec> rope;
   if (layer.rope) {
     rope = layer.rope->kernel_spec();
@@ -28,19 +73,19 @@ std::optional<CoveredAttention> covered(const mx::array& x, const FusedAttention
   auto q = layer.q.block_view(), k = layer.k.block_view(), v = layer.v.block_view(), o = layer.o.block_view();
   if (!q || !k || !v || !o) return std::nullopt;
   mx::Dtype kv_dtype = fast->kv_f16() ? mx::float16 : mx::float32;
-  if (!kv->empty()) {
-    auto state = kv->state_to_eval();  // looked at, not kept
+  if (!ref->base()->empty()) {
+    auto state = ref->base()->state_to_eval();  // looked at, not kept
     kv_dtype = state[0].dtype();
     if ((state[0].dtype() != mx::float32 && state[0].dtype() != mx::float16) || state[1].dtype() != state[0].dtype() ||
         state[0].shape(0) != x.shape(0) || state[0].shape(1) != layer.kv_heads ||
-        state[0].shape(3) != layer.head_dim) {
+        state[0].shape(3) != layer.head_dim || state[1].shape(3) != layer.head_dim) {
       return std::nullopt;
     }
   }
   kernels::AttentionBlockArgs args{.heads = layer.heads,
                                    .kv_heads = layer.kv_heads,
                                    .head_dim = layer.head_dim,
-                                   .offset = kv->offset(),
+                                   .offset = ref->base()->offset(),
                                    .eps = layer.eps,
                                    .scale = layer.scale,
                                    .window = layer.window,
@@ -48,15 +93,16 @@ std::optional<CoveredAttention> covered(const mx::array& x, const FusedAttention
   args.q_norm = layer.q_norm;
   args.k_norm = layer.k_norm;
   args.post_norm = layer.post_norm;
-  return CoveredAttention{kv, kv_dtype, std::move(args), *q, *k, *v, *o};
+  args.left_padding = ref->left_padding();
+  return CoveredAttention{*ref, kv_dtype, std::move(args), *q, *k, *v, *o};
 }
 
 // The cache's buffers grown for L more rows and handed over: the block writes the new rows
 // into them itself when nobody else holds them. (MLX's is_donatable cannot tell: the graph and
 // the block's sibling outputs hold them too.)
 std::pair<mx::array, mx::array> take_cache(CoveredAttention& a, const mx::array& x) {
-  a.args.exclusive = a.kv->exclusive();
-  return a.kv->take_for_update(x.shape(0), a.args.kv_heads, x.shape(1), a.args.head_dim, a.args.head_dim, a.kv_dtype);
+  a.args.exclusive = a.cache.exclusive();
+  return a.cache.take(x.shape(0), a.args.kv_heads, x.shape(1), a.args.head_dim, a.kv_dtype);
 }
 
 }  // namespace
@@ -68,10 +114,10 @@ std::optional<mx::array> fused_attention_block(const mx::array& x, const FusedAt
   auto [kc, vc] = take_cache(*a, x);
   auto out = kernels::attention_block(x, layer.norm_w, a->q, a->k, a->v, a->o, kc, vc, a->args, fast);
   if (!out) {
-    a->kv->commit_update(std::move(kc), std::move(vc), 0, a->args.exclusive);  // untouched: give them back
+    a->cache.commit(std::move(kc), std::move(vc), 0, a->args.exclusive);  // untouched: give them back
     return std::nullopt;
   }
-  a->kv->commit_update((*out)[1], (*out)[2], x.shape(1), true);
+  a->cache.commit((*out)[1], (*out)[2], x.shape(1), true);
   return (*out)[0];
 }
 
@@ -95,8 +141,8 @@ std::optional<mx::array> fused_decoder_stack(const mx::array& x, const std::vect
   }
   auto out = kernels::decoder_stack(x, in, fast);
   for (size_t i = 0; i < layers.size(); ++i) {
-    if (out) attn[i].kv->commit_update((*out)[1 + 2 * i], (*out)[2 + 2 * i], x.shape(1), true);
-    else attn[i].kv->commit_update(in[i].attn.k_cache, in[i].attn.v_cache, 0, attn[i].args.exclusive);
+    if (out) attn[i].cache.commit((*out)[1 + 2 * i], (*out)[2 + 2 * i], x.shape(1), true);
+    else attn[i].cache.commit(in[i].attn.k_cache, in[i].attn.v_cache, 0, attn[i].args.exclusive);
   }
   if (!out) return std::nullopt;
   return (*out)[0];

@@ -1,7 +1,7 @@
 // A pre-norm attention block (norm, q/k/v, [q/k norms,] rope, KV-cache write, causal or
 // sliding-window attention, o projection, [post-norm,] residual) as one primitive on the CPU
-// fast path. Families call it first and
-// compose stock ops when it returns nullopt (parity mode, GPU, layouts or caches not covered).
+// fast path, over a plain KVCache or a BatchKVCache. Families call it first and compose stock
+// ops when it returns nullopt (parity mode, GPU, layouts or caches not covered).
 #pragma once
 
 #include <optional>
@@ -47,7 +47,8 @@ struct FusedDecoderLayer {
 };
 
 // Every layer (attention block, then MLP block) in one primitive on the CPU fast path, each
-// with its cache (caches[i], a plain KVCache). nullopt, with no cache touched, where some layer
+// with its cache (caches[i]: a plain KVCache, or a BatchKVCache without pending right padding,
+// whose rows' left padding the kernels skip). nullopt, with no cache touched, where some layer
 // is not covered: the caller runs the layers one by one.
 std::optional<mlx::core::array> fused_decoder_stack(const mlx::core::array& x,
                                                     const std::vector<FusedDecoderLayer>& layers,

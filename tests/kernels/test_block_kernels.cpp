@@ -4,6 +4,7 @@
 #include <mlx/fast.h>
 #include <mlx/mlx.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -118,6 +119,95 @@ TEST(BlockKernels, AttentionMatchesSdpaWithGqaCausalAndWindow) {
         EXPECT_EQ(out_half, out_rounded) << isa_name(isa) << " float16 cache, heads=" << heads << "/" << kv_heads
                                          << " offset=" << offset << " L=" << L << " hd=" << hd
                                          << " window=" << window.value_or(0);
+      }
+    }
+  }
+}
+
+// A batch of rows with their own left padding (BatchKVCache): q [B, L, heads, hd] against a
+// cache [B, kv_heads, cap, hd], row b's keys from key_start[b] on (mlx-lm's create_causal_mask
+// with left_padding), causal and within a window by cache row. Decode rows (one pass over
+// the pool for all rows, long rows split) and prompts; a prompt's padded positions (no key of
+// their own yet) are not compared.
+TEST(BlockKernels, BatchedAttentionSkipsLeftPadding) {
+  const int heads = 6, kv_heads = 2, B = 3;
+  for (auto [offset, L, hd] : std::vector<std::tuple<int, int, int>>{
+           {20, 1, 64}, {700, 1, 64}, {611, 1, 256}, {13, 17, 64}, {0, 9, 64}, {290, 40, 64}, {22, 2, 20}}) {
+    const std::vector<int> lp{0, std::min(5, offset + L - 1), std::min(12, offset + L - 1)};
+    for (std::optional<int> window : {std::optional<int>{}, std::optional<int>{8}, std::optional<int>{300}}) {
+      const int S = offset + L, cap = S + 3;
+      auto q = randn({B, heads, L, hd}, 400 + S), k = randn({B, kv_heads, S, hd}, 500 + S),
+           v = randn({B, kv_heads, S, hd}, 600 + S);
+      auto qpos = mx::reshape(mx::add(mx::arange(L), mx::array(offset)), {1, 1, L, 1});
+      auto kpos = mx::reshape(mx::arange(S), {1, 1, 1, S});
+      auto mask = mx::logical_and(mx::less_equal(kpos, qpos),
+                                  mx::greater_equal(kpos, mx::reshape(mx::array(lp.data(), {B}, mx::int32), {B, 1, 1, 1})));
+      if (window) mask = mx::logical_and(mask, mx::greater(kpos, mx::subtract(qpos, mx::array(*window))));
+      const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      auto ref = mx::transpose(mx::fast::scaled_dot_product_attention(q, k, v, scale, "", mask), {0, 2, 1, 3});
+      auto qr = mx::contiguous(mx::transpose(q, {0, 2, 1, 3}));
+      auto pad = [&](const mx::array& a) { return mx::contiguous(mx::pad(a, {{0, 0}, {0, 0}, {0, cap - S}, {0, 0}})); };
+      auto kc = pad(k), vc = pad(v);
+      mx::eval({qr, kc, vc, ref});
+      for (Isa isa : isas()) {
+        KernelContext ctx(KernelOptions{isa, 2});
+        std::vector<float> out(static_cast<size_t>(B) * L * heads * hd);
+        AttentionShape s{heads, kv_heads, hd, cap, offset, L, scale, window, false, B, lp};
+        attention(ctx, s, qr.data<float>(), kc.data<float>(), vc.data<float>(), out.data());
+        auto got = from(out, {B, L, heads, hd});
+        for (int b = 0; b < B; ++b) {
+          const int l0 = std::max(0, lp[b] - offset);  // the row's first query with a key
+          auto slice = [&](const mx::array& a) { return mx::slice(a, {b, l0, 0, 0}, {b + 1, L, heads, hd}); };
+          EXPECT_LE(max_abs_diff(slice(got), slice(ref)), 1e-5f)
+              << isa_name(isa) << " row " << b << " pad=" << lp[b] << " offset=" << offset << " L=" << L
+              << " hd=" << hd << " window=" << window.value_or(0);
+        }
+        EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float x) { return std::isfinite(x); }));
+        // Each row bit for bit as attended alone (a batched request decodes what it decodes
+        // alone), also with more threads than kv heads.
+        for (int threads : {2, 5}) {
+          KernelContext tctx(KernelOptions{isa, threads});
+          attention(tctx, s, qr.data<float>(), kc.data<float>(), vc.data<float>(), out.data());
+          for (int b = 0; b < B; ++b) {
+            const long qrow = static_cast<long>(L) * heads * hd, entry = static_cast<long>(kv_heads) * cap * hd;
+            std::vector<float> alone(qrow);
+            AttentionShape s1{heads, kv_heads, hd, cap, offset, L, scale, window, false, 1, {&lp[b], 1}};
+            attention(tctx, s1, qr.data<float>() + b * qrow, kc.data<float>() + b * entry, vc.data<float>() + b * entry,
+                      alone.data());
+            EXPECT_TRUE(std::equal(alone.begin(), alone.end(), out.begin() + b * qrow))
+                << isa_name(isa) << " threads=" << threads << " row " << b << " offset=" << offset << " L=" << L
+                << " hd=" << hd << " window=" << window.value_or(0);
+          }
+        }
+      }
+    }
+  }
+}
+
+// A batched decode step's projections (qlinear with `decode`: each row one sequence's token)
+// on a kRows8 matrix: up to kDecodeGemvMaxRows rows each row comes out bit for bit as alone.
+TEST(BlockKernels, DecodeRowsEqualTheirOneRowProduct) {
+  const int n = 64, k = 512;
+  for (int bits : {4, 8}) {
+    auto q = mx::quantize(randn({n, k}, 70 + bits, 0.05f), 32, bits);
+    auto s16 = mx::astype(q[1], mx::float16), b16 = mx::astype(q[2], mx::float16);
+    mx::eval({q[0], s16, b16});
+    const QMatrixView mlx{q[0].data<uint32_t>(), s16.data<void>(), b16.data<void>(), n, k, bits, 32, ScaleType::kF16};
+    std::vector<uint32_t> packed(static_cast<size_t>(n) * rows8_row_words(k, bits, 32, ScaleType::kF16));
+    repack_rows8(mlx, packed.data());
+    const QLinearView view{{packed.data(), nullptr, nullptr, n, k, bits, 32, ScaleType::kF16, QLayout::kRows8}};
+    const int max_m = kDecodeGemvMaxRows;
+    auto x = randn({max_m, k}, 80 + bits);
+    for (Isa isa : isas()) {
+      KernelContext ctx(KernelOptions{isa, 2});
+      std::vector<float> one(static_cast<size_t>(max_m) * n), all(one.size());
+      for (int r = 0; r < max_m; ++r) {
+        qlinear(ctx, view, x.data<float>() + static_cast<long>(r) * k, 1, one.data() + static_cast<long>(r) * n);
+      }
+      for (int m : {2, 9, 16, max_m}) {
+        qlinear(ctx, view, x.data<float>(), m, all.data(), /*decode=*/true);
+        EXPECT_TRUE(std::equal(all.begin(), all.begin() + static_cast<long>(m) * n, one.begin()))
+            << isa_name(isa) << " bits=" << bits << " m=" << m;
       }
     }
   }

@@ -1,0 +1,308 @@
+// The CPU fast path over batch caches (BatchKVCache: rows of different lengths, left-padded):
+// batched decode in fast mode against the same batched steps in parity mode (stock MLX ops)
+// and against each row decoded alone in fast mode; through a filter and an extend, with the
+// projections of all rows in one weight pass (the GEMV up to kDecodeGemvMaxRows rows, the GEMM
+// beyond), and a left-padded batch prefill.
+#include <gtest/gtest.h>
+#include <mlx/mlx.h>
+#include <mlx/primitives.h>
+
+#include <cstdio>
+#include <set>
+#include <string>
+
+#include "cache/batch_kv_cache.h"
+#include "cache/batch_rotating_kv_cache.h"
+#include "cache/rotating_kv_cache.h"
+#include "golden_model.h"
+#include "kernels/qmatmul.h"
+#include "models/model.h"
+#include "test_support.h"
+
+namespace mx = mlx::core;
+using namespace mlxcpp;
+using namespace mlxcpp::test;
+
+namespace {
+
+std::vector<int> tokens(int n, int seed, int vocab) {
+  std::vector<int> t(n);
+  for (int i = 0; i < n; ++i) t[i] = 3 + (seed * 7919 + i * 131) % (vocab - 3);
+  return t;
+}
+
+// The token row `row` is fed at decode step `step` (teacher-forced, the same in every run).
+int step_token(int row, int step, int vocab) { return 3 + (row * 509 + step * 37 + 11) % (vocab - 3); }
+
+// Logits of the last position, [B, vocab].
+mx::array last(const mx::array& logits) {
+  auto s = mx::slice(logits, {0, logits.shape(1) - 1, 0}, logits.shape());
+  return mx::reshape(s, {logits.shape(0), logits.shape(2)});
+}
+
+LayerCaches prefill_alone(const Model& m, const std::vector<int>& prompt) {
+  auto caches = m.make_cache();
+  mx::eval(m(mx::array(prompt.data(), {1, static_cast<int>(prompt.size())}, mx::int32), &caches));
+  return caches;
+}
+
+// The rows' solo caches merged layer by layer (merge_layer_caches: KVCache -> BatchKVCache,
+// RotatingKVCache -> BatchRotatingKVCache).
+LayerCaches merge(const std::vector<const LayerCaches*>& rows) {
+  LayerCaches out;
+  for (size_t i = 0; i < rows[0]->size(); ++i) {
+    std::vector<const KVCacheBase*> layer;
+    for (const auto* r : rows) layer.push_back((*r)[i].get());
+    out.push_back(merge_layer_caches(layer));
+  }
+  return out;
+}
+
+BatchCacheBase& batch(const std::unique_ptr<KVCacheBase>& c) { return dynamic_cast<BatchCacheBase&>(*c); }
+
+std::multiset<std::string> primitive_names(const mx::array& out) {
+  std::multiset<std::string> names;
+  std::vector<mx::array> stack{out};
+  std::set<std::uintptr_t> seen;
+  while (!stack.empty()) {
+    auto a = stack.back();
+    stack.pop_back();
+    if (!seen.insert(a.id()).second || !a.has_primitive()) continue;
+    names.insert(a.primitive().name());
+    for (const auto& in : a.inputs()) stack.push_back(in);
+  }
+  return names;
+}
+
+// Rows of logits gathered step by step, compared at the end: mean KL(ref || got), top-1
+// agreement and max |diff| (with the logits' scale).
+struct Stats {
+  int rows;
+  float kl, agree, diff, scale;
+};
+struct Comparison {
+  std::vector<mx::array> ref, got;
+  void add(const mx::array& r, const mx::array& g) {
+    ref.push_back(r);
+    got.push_back(g);
+  }
+  Stats stats(const char* what, const std::string& model) const {
+    auto r = mx::concatenate(ref, 0), g = mx::concatenate(got, 0);
+    auto lp = mx::subtract(r, mx::logsumexp(r, -1, true)), lq = mx::subtract(g, mx::logsumexp(g, -1, true));
+    Stats st{r.shape(0), mx::mean(mx::sum(mx::multiply(mx::exp(lp), mx::subtract(lp, lq)), -1)).item<float>(),
+             mx::mean(mx::astype(mx::equal(mx::argmax(r, -1), mx::argmax(g, -1)), mx::float32)).item<float>(),
+             max_abs_diff(r, g), std::max(mx::max(mx::abs(r)).item<float>(), 1.f)};
+    std::printf("%s %s: %d rows, mean KL %.3g, top-1 %.3f, max |diff| %.3g (scale %.3g)\n", model.c_str(), what,
+                st.rows, st.kl, st.agree, st.diff, st.scale);
+    return st;
+  }
+  // Within the bounds, or no worse than `base` (the same rows decoded alone in fast mode
+  // against the same reference: the single-row fast path's own error on these tokens).
+  void check(const char* what, const std::string& model, float kl_max, float agree_min, float diff_rel,
+             const Stats* base = nullptr) const {
+    const Stats st = stats(what, model);
+    EXPECT_LE(st.kl, base ? std::max(kl_max, 1.25f * base->kl) : kl_max) << model << " " << what;
+    EXPECT_GE(st.agree, base ? std::min(agree_min, base->agree) : agree_min) << model << " " << what;
+    EXPECT_LE(st.diff, base ? std::max(diff_rel * st.scale, 1.25f * base->diff) : diff_rel * st.scale)
+        << model << " " << what;
+  }
+};
+
+// One checkpoint in fast and parity mode, a batch of rows decoded step by step in both, and
+// each row's solo fast-mode cache decoded alongside.
+class BatchRun {
+ public:
+  explicit BatchRun(const std::string& name)
+      : name_(name),
+        fast_(load_model(tiny_model_dir(name))),
+        parity_(load_model(tiny_model_dir(name), ModelOptions::parity_mode())),
+        vocab_(fast_.model->vocab_size()) {}
+
+  // Prefills the prompts alone (fast and parity) and makes them the batch, or extends it.
+  void add_rows(const std::vector<int>& lengths) {
+    std::vector<const LayerCaches*> f, p;
+    std::vector<LayerCaches> parity_solo;
+    for (int len : lengths) {
+      const int id = static_cast<int>(solo_.size());
+      auto prompt = tokens(len, id + 1, vocab_);
+      solo_.push_back(prefill_alone(*fast_.model, prompt));
+      parity_solo.push_back(prefill_alone(*parity_.model, prompt));
+      rows_.push_back(id);
+    }
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      f.push_back(&solo_[solo_.size() - lengths.size() + i]);
+      p.push_back(&parity_solo[i]);
+    }
+    auto fb = merge(f), pb = merge(p);
+    if (fast_batch_.empty()) {
+      fast_batch_ = std::move(fb);
+      parity_batch_ = std::move(pb);
+      return;
+    }
+    for (size_t i = 0; i < fb.size(); ++i) {
+      batch(fast_batch_[i]).extend(batch(fb[i]));
+      batch(parity_batch_[i]).extend(batch(pb[i]));
+    }
+  }
+
+  // Keeps batch rows `keep` (positions in the current batch).
+  void filter(const std::vector<int>& keep) {
+    for (auto* caches : {&fast_batch_, &parity_batch_})
+      for (auto& c : *caches) batch(c).filter(keep);
+    std::vector<int> rows;
+    for (int k : keep) rows.push_back(rows_[k]);
+    rows_ = rows;
+  }
+
+  // `steps` batched decode steps; returns the KV-cache copies the fast batched steps after the
+  // first made (0: written in place).
+  int64_t decode(int steps, Comparison& vs_parity, Comparison* vs_solo, Comparison* solo_vs_parity = nullptr) {
+    int64_t copies = 0;
+    for (int s = 0; s < steps; ++s, ++step_) {
+      std::vector<int> toks;
+      for (int r : rows_) toks.push_back(step_token(r, step_, vocab_));
+      const int B = static_cast<int>(toks.size());
+      auto ids = mx::array(toks.data(), {B, 1}, mx::int32);
+      auto got = last((*fast_.model)(ids, &fast_batch_));
+      auto names = primitive_names(got);
+      EXPECT_TRUE(names.count("MlxcppDecoderStack")) << name_ << ": batched decode fell back to stock ops";
+      EXPECT_FALSE(names.count("ScaledDotProductAttention") || names.count("QuantizedMatmul")) << name_;
+      const int64_t before = fast_.kernels->cache_copies();
+      mx::eval(got);
+      if (s > 0) copies += fast_.kernels->cache_copies() - before;
+      auto ref = last((*parity_.model)(ids, &parity_batch_));
+      mx::eval(ref);
+      vs_parity.add(ref, got);
+      for (int b = 0; b < B && vs_solo; ++b) {
+        auto one = last((*fast_.model)(mx::array(&toks[b], {1, 1}, mx::int32), &solo_[rows_[b]]));
+        mx::eval(one);
+        vs_solo->add(one, mx::slice(got, {b, 0}, {b + 1, vocab_}));
+        if (solo_vs_parity) solo_vs_parity->add(mx::slice(ref, {b, 0}, {b + 1, vocab_}), one);
+      }
+    }
+    return copies;
+  }
+
+  const std::string& name() const { return name_; }
+  const LayerCaches& fast_batch() const { return fast_batch_; }
+
+ private:
+  std::string name_;
+  LoadedModel fast_, parity_;
+  int vocab_;
+  std::vector<LayerCaches> solo_;  // each row's own fast-mode caches (by row id)
+  std::vector<int> rows_;          // the batch's row ids, in batch order
+  LayerCaches fast_batch_, parity_batch_;
+  int step_ = 0;
+};
+
+// The fast path's single-row bounds (test_fast_path.cpp, float16 KV cache).
+constexpr float kKl = 5e-5f, kAgree = 0.97f, kDiff = 5e-3f;
+
+class BatchFastPath : public ::testing::TestWithParam<std::string> {};
+
+// Three prompts of different lengths, then a filter and an extend; Gemma 3's sliding layers
+// (window 8) see rows longer than the window, left-padded.
+TEST_P(BatchFastPath, DecodeMatchesParityAndSoloRows) {
+  BatchRun run(GetParam());
+  Comparison parity, solo, base;
+  run.add_rows({13, 5, 150});  // 150 keys: attention splits the row's keys over the pool, as alone
+  for (const auto& c : run.fast_batch()) ASSERT_TRUE(dynamic_cast<BatchKVCache*>(c.get())) << "fast mode: plain caches";
+  EXPECT_EQ(run.decode(4, parity, &solo, &base), 0) << "batched steps copied their KV caches";
+  // Drop the longest row: the others' common left padding is sliced off (the next step copies
+  // those buffers once; the steps after it write in place again).
+  run.filter({0, 1});
+  EXPECT_EQ(run.decode(3, parity, &solo, &base), 0);
+  run.add_rows({10});  // a new request joins mid-way
+  EXPECT_EQ(run.decode(4, parity, &solo, &base), 0);
+  const Stats alone = base.stats("each row alone (fast) vs batched parity", run.name());
+  parity.check("batched fast vs batched parity", run.name(), kKl, kAgree, kDiff, &alone);
+  // The projections' GEMV treats each row as alone, and so does attention (a row's keys are
+  // split as alone): bit for bit a row's solo logits.
+  solo.check("batched fast vs each row alone (fast)", run.name(), 0.f, 1.f, 0.f);
+}
+
+// Eleven rows: a decode step's projections still take the GEMV (up to kDecodeGemvMaxRows rows),
+// so each row comes out exactly as alone; 36 rows: the GEMM, which rounds activations per
+// quantization group where the GEMV rounds per row (the fast path's bounds).
+TEST_P(BatchFastPath, ManyRows) {
+  for (int rows : {11, 36}) {
+    BatchRun run(GetParam());
+    std::vector<int> lengths;
+    for (int i = 0; i < rows; ++i) lengths.push_back(3 + (i * 7) % 19);
+    Comparison parity, solo, base;
+    run.add_rows(lengths);
+    run.decode(3, parity, &solo, &base);
+    const std::string tag = std::to_string(rows) + " rows: ";
+    const Stats alone = base.stats((tag + "each row alone (fast) vs batched parity").c_str(), run.name());
+    parity.check((tag + "batched fast vs batched parity").c_str(), run.name(), kKl, kAgree, kDiff, &alone);
+    const std::string what = tag + "batched fast vs each row alone (fast)";
+    if (rows <= kernels::kDecodeGemvMaxRows) solo.check(what.c_str(), run.name(), 0.f, 1.f, 0.f);
+    else solo.check(what.c_str(), run.name(), kKl, kAgree, kDiff);
+  }
+}
+
+// A batch cache for each layer of `m`, empty, with left padding (mlx-lm's batch prefill).
+LayerCaches padded_caches(const Model& m, const std::vector<int>& lp) {
+  LayerCaches out;
+  for (auto& c : m.make_cache()) {
+    if (auto* r = dynamic_cast<RotatingKVCache*>(c.get())) {
+      out.push_back(std::make_unique<BatchRotatingKVCache>(r->max_size(), lp));
+    } else {
+      out.push_back(std::make_unique<BatchKVCache>(lp));
+    }
+  }
+  return out;
+}
+
+// Left-padded prompts prefilled together (L > 1 with padding in the attention kernel), then
+// decoded: the real positions' logits against parity mode.
+TEST_P(BatchFastPath, PaddedPrefillMatchesParity) {
+  const std::string name = GetParam();
+  auto fast = load_model(tiny_model_dir(name));
+  auto parity = load_model(tiny_model_dir(name), ModelOptions::parity_mode());
+  const int vocab = fast.model->vocab_size();
+  const std::vector<int> lengths{12, 19, 6};
+  const int n = 19;
+  std::vector<int> lp, ids;
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    lp.push_back(n - lengths[b]);
+    auto t = tokens(lengths[b], static_cast<int>(b) + 1, vocab);
+    ids.insert(ids.end(), lp.back(), 0);
+    ids.insert(ids.end(), t.begin(), t.end());
+  }
+  const int B = static_cast<int>(lengths.size());
+  auto fc = padded_caches(*fast.model, lp), pc = padded_caches(*parity.model, lp);
+  Comparison cmp;
+  auto x = mx::array(ids.data(), {B, n}, mx::int32);
+  auto got = (*fast.model)(x, &fc);
+  EXPECT_TRUE(primitive_names(got).count("MlxcppDecoderStack")) << name;
+  auto ref = (*parity.model)(x, &pc);
+  mx::eval(got, ref);
+  for (int b = 0; b < B; ++b) {  // the real positions only
+    cmp.add(mx::reshape(mx::slice(ref, {b, lp[b], 0}, {b + 1, n, vocab}), {-1, vocab}),
+            mx::reshape(mx::slice(got, {b, lp[b], 0}, {b + 1, n, vocab}), {-1, vocab}));
+  }
+  for (int s = 0; s < 3; ++s) {
+    std::vector<int> toks;
+    for (int b = 0; b < B; ++b) toks.push_back(step_token(b, s, vocab));
+    auto step = mx::array(toks.data(), {B, 1}, mx::int32);
+    auto g = last((*fast.model)(step, &fc)), r = last((*parity.model)(step, &pc));
+    mx::eval(g, r);
+    cmp.add(r, g);
+  }
+  cmp.check("padded batch prefill + decode, fast vs parity", name, kKl, kAgree, kDiff);
+}
+
+std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = info.param;
+  for (auto& c : s)
+    if (c == '-') c = '_';
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, BatchFastPath,
+                         ::testing::Values("llama-q4g64", "qwen2-q8g32", "smollm3-q4g64", "gemma3-text-q4g64"),
+                         param_name);
+
+}  // namespace
