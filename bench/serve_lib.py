@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -113,6 +114,12 @@ class Prompts:
                                                      {"role": "user", "content": follow}]}
         return {"prompt": f"{first['prompt']}{reply}\nQuestion: {follow}\nAnswer:"}
 
+    def sized(self, i, n_words, seed):
+        """A story task over a fixed-seed list of n_words words (the concurrency mixes' prompts)."""
+        words = word_list(seed, n_words) if n_words > 0 else "bread"
+        return self._req(i, f"Here is a list of words: {words}. Write a long story that uses these words, "
+                            f"in many paragraphs.")
+
     def story(self, i):
         return self._req(i, "Write a very long, detailed story about a dragon who learns to bake bread in a "
                             "mountain village. Use many paragraphs and describe every step.")
@@ -124,6 +131,15 @@ def free_port():
     with socket.socket() as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]
+
+
+def help_lists(argv, flag):
+    """Whether `argv --help` (a binary's help) names `flag`: features detected, not assumed."""
+    try:
+        r = subprocess.run(list(map(str, argv)) + ["--help"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return flag in (r.stdout + r.stderr).replace(",", " ").split()
 
 
 def http_get(port, path, timeout=2.0):
@@ -185,62 +201,116 @@ class Server:
 
 # --- the client ---------------------------------------------------------------------------------
 
-def stream(port, body, max_tokens, timeout, extra=None):
+class Cancel:
+    """Ends streams from another thread at once: set() marks it and shuts their sockets down (a
+    read blocked on a stuck server returns), so no client outlives its round."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.socks = set()  # the sockets themselves: http.client drops conn.sock on Connection: close
+        self.is_set = False
+
+    def add(self, sock):
+        with self.lock:
+            self.socks.add(sock)
+            return not self.is_set
+
+    def discard(self, sock):
+        with self.lock:
+            self.socks.discard(sock)
+
+    def set(self):
+        with self.lock:
+            self.is_set = True
+            socks = list(self.socks)
+        for sk in socks:
+            try:
+                sk.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def stream(port, body, max_tokens, timeout, extra=None, cancel=None, out=None, allow_empty=False):
     """One streaming request (chat when body has messages, else completions), greedy.
 
-    Returns {ttft, total, t_first, t_last, chunks, text, usage, cached}: ttft = seconds from
-    sending to the first non-empty content delta; t_last = the last chunk that carried content or
-    a finish_reason; usage from stream_options.include_usage when the engine sends it."""
+    Returns {ttft, total, t0, t_first, t_last, times, chunks, text, usage, cached, finish, cancelled}:
+    ttft = seconds from sending to the first non-empty content delta; times = the arrival of every
+    content delta; t_last = the last chunk that carried content or a finish_reason; usage from
+    stream_options.include_usage when the engine sends it. `out` (a dict) is filled as the stream
+    goes, for a watcher thread; `cancel` (a Cancel) may end it early (then cancelled is True)."""
     path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
     payload = {**body, "max_tokens": max_tokens, "temperature": 0, "stream": True,
                "stream_options": {"include_usage": True}, **(extra or {})}
     data = json.dumps(payload).encode()
-    t0 = time.perf_counter()
+    out = out if out is not None else {}
+    out.update({"ttft": None, "t_first": None, "t_last": None, "times": [], "chunks": 0, "text": "",
+                "usage": None, "cached": None, "finish": None, "cancelled": False})
+    t0 = out["t0"] = time.perf_counter()
     conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
-    out = {"ttft": None, "t_first": None, "t_last": None, "chunks": 0, "text": "", "usage": None,
-           "cached": None}
+    sock = None
     try:
         conn.request("POST", path, data, {"Content-Type": "application/json"})
+        sock = conn.sock
+        if cancel is not None and not cancel.add(sock):
+            out["cancelled"] = True
+            return out
         r = conn.getresponse()
         if r.status != 200:
             raise RuntimeError(f"HTTP {r.status} on {path}: {r.read()[:300]!r}")
-        for _ in range(100000):  # bounded; each line waits at most `timeout`
-            if time.perf_counter() - t0 > timeout:
-                raise RuntimeError(f"stream past {timeout:.0f} s")
-            line = r.readline()
-            if not line:
-                break
-            line = line.strip()
-            if not line.startswith(b"data:"):
-                continue  # blank lines, ': keepalive' comments
-            now = time.perf_counter()
-            item = line[5:].strip()
-            if item == b"[DONE]":
-                break
-            ev = json.loads(item)
-            if ev.get("usage"):
-                out["usage"] = ev["usage"]
-                details = ev["usage"].get("prompt_tokens_details") or {}
-                out["cached"] = details.get("cached_tokens", out["cached"])
-            if ev.get("timings") and "cache_n" in ev["timings"]:  # llama-server's own report
-                out["cached"] = ev["timings"]["cache_n"]
-            for ch in ev.get("choices") or []:
-                piece = (ch.get("delta") or {}).get("content") if "delta" in ch else ch.get("text")
-                if piece:
-                    out["text"] += piece
-                    out["chunks"] += 1
-                    if out["t_first"] is None:
-                        out["t_first"] = now
-                    out["t_last"] = now
-                elif ch.get("finish_reason") and out["t_first"] is not None:
-                    out["t_last"] = now
+        _read_events(r, out, t0, timeout, cancel)
+    except (OSError, http.client.HTTPException):
+        if cancel is None or not cancel.is_set:
+            raise
+        out["cancelled"] = True
     finally:
+        if cancel is not None:
+            cancel.discard(sock)
         conn.close()
-    if out["t_first"] is None:
+    if out["t_first"] is None and not (allow_empty or out["cancelled"]):
         raise RuntimeError(f"no content in the stream of {path}")
-    out["ttft"] = out["t_first"] - t0
+    out["ttft"] = out["t_first"] - t0 if out["t_first"] is not None else None
     out["total"] = time.perf_counter() - t0
     return out
+
+
+def _read_events(r, out, t0, timeout, cancel):
+    for _ in range(100000):  # bounded; each line waits at most `timeout`
+        if time.perf_counter() - t0 > timeout:
+            raise RuntimeError(f"stream past {timeout:.0f} s")
+        if cancel is not None and cancel.is_set:
+            out["cancelled"] = True
+            return
+        line = r.readline()
+        if not line:
+            out["cancelled"] = cancel is not None and cancel.is_set
+            return
+        line = line.strip()
+        if not line.startswith(b"data:"):
+            continue  # blank lines, ': keepalive' comments
+        now = time.perf_counter()
+        item = line[5:].strip()
+        if item == b"[DONE]":
+            return
+        ev = json.loads(item)
+        if ev.get("usage"):
+            out["usage"] = ev["usage"]
+            details = ev["usage"].get("prompt_tokens_details") or {}
+            out["cached"] = details.get("cached_tokens", out["cached"])
+        if ev.get("timings") and "cache_n" in ev["timings"]:  # llama-server's own report
+            out["cached"] = ev["timings"]["cache_n"]
+        for ch in ev.get("choices") or []:
+            piece = (ch.get("delta") or {}).get("content") if "delta" in ch else ch.get("text")
+            if piece:
+                out["text"] += piece
+                out["chunks"] += 1
+                out["times"].append(now)
+                if out["t_first"] is None:
+                    out["t_first"] = now
+                out["t_last"] = now
+            elif ch.get("finish_reason") and out["t_first"] is not None:
+                out["t_last"] = now
+            if ch.get("finish_reason"):
+                out["finish"] = ch["finish_reason"]
 
 
 def decode_rate(res):

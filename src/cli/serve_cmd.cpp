@@ -110,8 +110,20 @@ Action add_serve(CLI::App& app) {
       ->capture_default_str();
   auto& e = a->serve.engine;
   sub->add_option("--prompt-cache-gb", a->prompt_cache_gb, "Prompt cache cap in GB (default: a quarter of RAM)");
-  sub->add_option("--memory-budget-gb", a->memory_budget_gb, "Weights + a request's KV cache must fit (default: 90% of RAM)");
-  sub->add_option("--max-queue", e.max_queue, "Requests waiting beyond the running one; more get 429")->capture_default_str();
+  sub->add_option("--memory-budget-gb", a->memory_budget_gb,
+                  "Weights + every running request's KV cache must fit; others wait (default: 90% of RAM)");
+  sub->add_option("--max-batch", e.max_batch, "Sequences generated together (continuous batching)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  sub->add_option("--prefill-batch", e.prefill_batch, "Prompts prefilled together")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  sub->add_option("--decode-prefill-step", e.decode_prefill_step,
+                  "While other sequences decode, prompt chunks take about a decode step's time, at most "
+                  "this many tokens (0: --prefill-step-size)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--max-queue", e.max_queue, "Requests waiting beyond the running ones; more get 429")->capture_default_str();
   sub->add_option("--queue-timeout", a->queue_timeout_s, "Seconds a request may wait in the queue (0: no limit)");
   sub->add_option("--prefill-step-size", e.prefill_step_size, "Prompt tokens per prefill chunk")->capture_default_str();
   auto& d = a->serve.defaults;

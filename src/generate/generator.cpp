@@ -63,8 +63,10 @@ void Generator::prefill() {
   mx::array prompt(prompt_.data(), {static_cast<int>(prompt_.size())}, mx::int32);
   int total = static_cast<int>(prompt_.size());
   int done = 0;
+  const int tail = prefill_min_tail(model_);
   while (total - done > 1) {
-    const int n = std::min(opts_.prefill_step_size, total - done - 1);
+    int n = std::min(opts_.prefill_step_size, total - done - 1);
+    if (const int rest = total - done - 1 - n; rest > 0 && rest <= tail) n += rest;
     auto chunk = mx::slice(prompt, {0}, {n});
     model_(mx::expand_dims(chunk, 0), &caches_);
     std::vector<mx::array> state;

@@ -31,6 +31,10 @@ struct GeneratedToken {
   mlx::core::array logprobs;  // [vocab], float32
 };
 
+// The shortest prompt tail a prefill chunk may leave (see BatchOptions::min_tail): the fast
+// path's row limit for its one-to-eight-row kernel, 0 in parity mode (mlx-lm's chunking).
+int prefill_min_tail(const Model& model);
+
 class Generator {
  public:
   // `caches` may be empty: the model's own make_cache() is used.

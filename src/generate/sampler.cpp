@@ -57,13 +57,14 @@ ArrayFn compiled(ArrayFn f) {
   return [c](const mx::array& x) { return c({x})[0]; };
 }
 
-// A compiled x -> f(x, key) that draws its key from the default sequence on each call.
-ArrayFn compiled_keyed(std::function<mx::array(const mx::array&, const mx::array&)> f) {
+// A compiled x -> f(x, key) that draws its key on each call from `keys`, or from the default
+// sequence when null.
+ArrayFn compiled_keyed(std::function<mx::array(const mx::array&, const mx::array&)> f, SamplerKeys keys = nullptr) {
   auto c = mx::compile([f](const std::vector<mx::array>& in) {
     return std::vector<mx::array>{f(in[0], in[1])};
   });
-  return [c](const mx::array& x) {
-    return c({x, mx::random::KeySequence::default_().next()})[0];
+  return [c, keys = std::move(keys)](const mx::array& x) {
+    return c({x, keys ? keys->next() : mx::random::KeySequence::default_().next()})[0];
   };
 }
 
@@ -152,12 +153,12 @@ ArrayFn top_k_fn(int top_k) {
   };
 }
 
-ArrayFn xtc_fn(double probability, double threshold, std::vector<int> special_tokens) {
+ArrayFn xtc_fn(double probability, double threshold, std::vector<int> special_tokens, SamplerKeys keys = nullptr) {
   int max_id = -1;
   for (int t : special_tokens) max_id = std::max(max_id, t);
   auto f = compiled_keyed([=](const mx::array& x, const mx::array& key) {
     return xtc_graph(x, key, probability, threshold, special_tokens);
-  });
+  }, std::move(keys));
   return [f, max_id](const mx::array& x) {
     check_has_vocab_axis(x);
     if (max_id >= x.shape(-1)) {
@@ -169,12 +170,12 @@ ArrayFn xtc_fn(double probability, double threshold, std::vector<int> special_to
   };
 }
 
-ArrayFn categorical_fn(double temp) {
+ArrayFn categorical_fn(double temp, SamplerKeys keys = nullptr) {
   return compiled_keyed([temp](const mx::array& logits, const mx::array& key) {
     // `logits * (1.0 / temp)`: the reciprocal in double, then a weak float scalar.
     auto scaled = mx::multiply(logits, weak_float(1.0 / temp, logits.dtype()));
     return mx::random::categorical(scaled, -1, key);
-  });
+  }, std::move(keys));
 }
 
 void require(bool ok, const std::string& message) {
@@ -201,7 +202,7 @@ void validate_sampler_params(const SamplerParams& p) {
   }
 }
 
-Sampler make_sampler(const SamplerParams& p) {
+Sampler make_sampler(const SamplerParams& p, SamplerKeys keys) {
   validate_sampler_params(p);
   if (p.temp == 0) return greedy_sampler;
 
@@ -209,10 +210,10 @@ Sampler make_sampler(const SamplerParams& p) {
   if (0 < p.top_p && p.top_p < 1.0) methods.push_back(top_p_fn(p.top_p));
   if (p.min_p != 0.0) methods.push_back(min_p_fn(p.min_p, p.min_tokens_to_keep));
   if (p.xtc_probability > 0.0) {
-    methods.push_back(xtc_fn(p.xtc_probability, p.xtc_threshold, p.xtc_special_tokens));
+    methods.push_back(xtc_fn(p.xtc_probability, p.xtc_threshold, p.xtc_special_tokens, keys));
   }
   if (p.top_k > 0) methods.push_back(top_k_fn(p.top_k));
-  auto sample = categorical_fn(p.temp);
+  auto sample = categorical_fn(p.temp, keys);
 
   return [methods = std::move(methods), sample](const mx::array& logprobs) {
     auto x = logprobs;

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include <mlx/array.h>
+#include <mlx/random.h>
 
 namespace mlxcpp {
 
@@ -30,9 +32,14 @@ using Sampler = std::function<mlx::core::array(const mlx::core::array& logprobs)
 // Throws RequestError naming the field and value ("[sampler] top_p must be in [0, 1], got 1.5").
 void validate_sampler_params(const SamplerParams& params);
 
+// A sequence of its own for one request's random draws (a seeded request in a batch): made
+// with KeySequence(seed), it draws exactly the keys mx::random::seed(seed) would give the
+// default sequence. Null: the thread's default sequence.
+using SamplerKeys = std::shared_ptr<mlx::core::random::KeySequence>;
+
 // Same chain, order and conditions as mlx-lm: top_p, min_p, xtc, top_k, then categorical.
-// The returned sampler owns its compiled filters; build it once per request.
-Sampler make_sampler(const SamplerParams& params);
+// The returned sampler owns its compiled filters (and `keys`); build it once per request.
+Sampler make_sampler(const SamplerParams& params, SamplerKeys keys = nullptr);
 
 // The pieces, each with mlx-lm's ops and (where mlx-lm uses @mx.compile) compiled the same way.
 // These one-shot forms compile on every call; make_sampler reuses its compiled functions.

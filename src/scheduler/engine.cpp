@@ -105,8 +105,9 @@ void Engine::cancel(RequestId id) {
   std::optional<Job> removed;
   {
     std::lock_guard lock(mu_);
-    if (id == running_id_ && running_cancel_) {
-      *running_cancel_ = true;
+    if (auto it = running_.find(id); it != running_.end()) {
+      *it->second = true;  // the engine thread ends it at its next step
+      cv_.notify_one();
       return;
     }
     auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Job& j) { return j.id == id; });
@@ -126,7 +127,7 @@ void Engine::shutdown() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
-    if (running_cancel_) *running_cancel_ = true;
+    for (auto& [id, flag] : running_) *flag = true;
     dropped.swap(queue_);
     metrics_.queue_depth = 0;
     cv_.notify_all();
@@ -137,127 +138,291 @@ void Engine::shutdown() {
   }
 }
 
-void Engine::loop() {
-  for (;;) {
-    Job job;
-    {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping
-      job = std::move(queue_.front());
-      queue_.pop_front();
-      metrics_.queue_depth = static_cast<int>(queue_.size());
-      running_id_ = job.id;
-      running_cancel_ = job.cancelled;
-    }
-    if (opts_.queue_timeout.count() > 0 && Clock::now() - job.queued_at > opts_.queue_timeout) {
-      job.sink(Failure{503, fmt::format("the request waited longer than the queue timeout ({} ms)",
-                                        opts_.queue_timeout.count())});
-      ++metrics_.requests_failed;
-    } else {
-      run(job);
-    }
-    std::lock_guard lock(mu_);
-    running_id_ = 0;
-    running_cancel_.reset();
-  }
+// An admitted request: its sink, usage so far and the choices still open.
+struct Engine::Active {
+  Job job;
+  Usage usage;
+  Clock::time_point start;
+  int open = 0;
+  int64_t reserved = 0;
+  std::vector<RowId> rows;
+};
+
+// One choice of an admitted request, generating as a batch row.
+struct Engine::Row {
+  RequestId job;
+  int choice;
+  OutputPipeline pipe;
+  std::vector<int> generated;  // every token returned (the eos included)
+  int completion = 0;          // tokens counted as output (no eos)
+  Clock::time_point last;
+};
+
+int64_t Engine::reserve_bytes(const Request& req) const {
+  const int64_t tokens = static_cast<int64_t>(req.prompt.size()) + std::max(0, req.max_tokens);
+  return static_cast<int64_t>(req.n) * tokens * model_.kv_bytes_per_token;
 }
 
-void Engine::run(Job& job) {
-  Usage usage;
-  usage.prompt_tokens = static_cast<int>(job.req.prompt.size());
-  const auto start = Clock::now();
-  int choice = 0;
-  try {
-    for (; choice < job.req.n; ++choice) {
-      if (*job.cancelled) break;
-      usage.completion_tokens += run_choice(job, choice, usage, start);
+int64_t Engine::transient_bytes() const {
+  // A prefill step's logits (float32, step x vocab) dominate its transient memory.
+  return static_cast<int64_t>(opts_.prefill_step_size) * model_.model().vocab_size() * 4;
+}
+
+void Engine::start(Job job) {
+  const RequestId id = job.id;
+  auto a = std::make_unique<Active>();
+  a->start = Clock::now();
+  a->usage.prompt_tokens = static_cast<int>(job.req.prompt.size());
+  a->reserved = reserve_bytes(job.req);
+  a->job = std::move(job);
+  const Request& req = a->job.req;
+  if (req.max_tokens == 0) {  // nothing to generate: every choice ends at once
+    for (int c = 0; c < req.n; ++c) a->job.sink(Finish{.choice = c, .reason = "length"});
+    {
+      std::lock_guard lock(mu_);
+      running_.erase(id);
     }
-  } catch (const std::exception& e) {
-    metrics_.running = 0;
-    spdlog::error("request {} failed: {}", job.id, e.what());
-    ++metrics_.requests_failed;
-    job.sink(Failure{error_status(e), e.what()});
+    metrics_.prompt_tokens += a->usage.prompt_tokens;
+    ++metrics_.requests_finished;
+    a->job.sink(a->usage);
     return;
   }
-  for (int c = choice; c < job.req.n; ++c) job.sink(Finish{.choice = c, .reason = "cancelled"});
-  metrics_.prompt_tokens += usage.prompt_tokens;
-  metrics_.cached_prompt_tokens += usage.cached_tokens;
-  if (*job.cancelled) {
-    ++metrics_.requests_cancelled;
-  } else {
-    ++metrics_.requests_finished;
+  try {
+    for (int c = 0; c < req.n; ++c) {
+      auto hit = cache_.fetch(req.prompt);
+      if (c == 0) a->usage.cached_tokens = hit.tokens;
+      SamplerParams sp = req.sampling;
+      if (sp.xtc_special_tokens.empty()) sp.xtc_special_tokens = model_.xtc_special;
+      SamplerKeys keys;
+      if (req.seed) keys = std::make_shared<mx::random::KeySequence>(*req.seed + static_cast<uint64_t>(c));
+      BatchRow row;
+      row.prompt.assign(req.prompt.begin() + hit.tokens, req.prompt.end());
+      row.cache = std::move(hit.caches);
+      row.history.assign(req.prompt.begin(), req.prompt.begin() + hit.tokens);
+      if (sp.temp != 0) row.sampler = make_sampler(sp, std::move(keys));
+      else validate_sampler_params(sp);
+      row.processors = make_logits_processors(req.processors);
+      row.max_tokens = req.max_tokens;
+      const RowId rid = gen_->insert(std::move(row));
+      a->rows.push_back(rid);
+      rows_[rid] = std::make_unique<Row>(Row{id, c,
+                                             OutputPipeline(model_.tokenizer, model_.detokenizer, req.output, c,
+                                                            fmt::format("{}_{}", id, c)),
+                                             {}, 0, Clock::now()});
+      ++a->open;
+      ++active_rows_;
+      metrics_.running = active_rows_;
+    }
+  } catch (const std::exception& e) {
+    // A bad row (ids outside the vocabulary, sampler values): nothing of this request runs.
+    for (RowId r : a->rows) rows_.erase(r);
+    active_rows_ -= static_cast<int>(a->rows.size());
+    metrics_.running = active_rows_;
+    gen_->remove(a->rows);
+    {
+      std::lock_guard lock(mu_);
+      running_.erase(id);
+    }
+    ++metrics_.requests_failed;
+    a->job.sink(Failure{error_status(e), e.what()});
+    return;
   }
-  spdlog::debug("request {} done: {} prompt ({} cached), {} generated, ttft {:.3f} s", job.id, usage.prompt_tokens,
-                usage.cached_tokens, usage.completion_tokens, usage.ttft_s);
-  job.sink(usage);
+  reserved_bytes_ += a->reserved;
+  active_[id] = std::move(a);
 }
 
-int Engine::run_choice(Job& job, int choice, Usage& usage, Clock::time_point start) {
-  const Request& req = job.req;
-  const Tokenizer& tok = model_.tokenizer;
-  if (req.seed) mx::random::seed(*req.seed + static_cast<uint64_t>(choice));
-  auto hit = cache_.fetch(req.prompt);
-  if (choice == 0) usage.cached_tokens = hit.tokens;
-  GenerateOptions gopts;
-  gopts.max_tokens = req.max_tokens;
-  gopts.prefill_step_size = opts_.prefill_step_size;
-  gopts.history.assign(req.prompt.begin(), req.prompt.begin() + hit.tokens);
-  SamplerParams sp = req.sampling;
-  if (sp.xtc_special_tokens.empty()) sp.xtc_special_tokens = model_.xtc_special;
-  Generator gen(model_.model(), std::vector<int>(req.prompt.begin() + hit.tokens, req.prompt.end()), make_sampler(sp),
-                make_logits_processors(req.processors), gopts, std::move(hit.caches));
-  OutputPipeline pipe(tok, model_.detokenizer, req.output, choice, fmt::format("{}_{}", job.id, choice));
-  std::vector<int> generated;
-  std::string reason = "length";
-  int completion = 0;
-  metrics_.running = 1;
-  auto last = Clock::now();
-  while (auto t = gen.next()) {
-    if (*job.cancelled) {
-      reason = "cancelled";
-      break;
+void Engine::handle(const BatchToken& t) {
+  auto rit = rows_.find(t.row);
+  if (rit == rows_.end()) return;
+  Row& row = *rit->second;
+  Active& a = *active_.at(row.job);
+  const Request& req = a.job.req;
+  if (*a.job.cancelled) return;                // ended at the next step
+  auto now = Clock::now();
+  if (row.generated.empty()) {
+    if (row.choice == 0) {
+      a.usage.ttft_s = seconds_since(a.start);
+      metrics_.ttft.observe(a.usage.ttft_s);
     }
-    auto now = Clock::now();
-    if (generated.empty()) {
-      if (choice == 0) {
-        usage.ttft_s = seconds_since(start);
-        metrics_.ttft.observe(usage.ttft_s);
-      }
+  } else {
+    metrics_.inter_token.observe(std::chrono::duration<double>(now - row.last).count());
+  }
+  row.last = now;
+  row.generated.push_back(t.token);
+  ++metrics_.generated_tokens;
+  const auto& eos = model_.eos_ids;
+  if (!req.ignore_eos && std::find(eos.begin(), eos.end(), t.token) != eos.end()) {
+    finish_row(t.row, "stop", std::nullopt);
+    return;
+  }
+  ++row.completion;
+  std::optional<TokenLogprob> lp;
+  if (req.output.top_logprobs >= 0) lp = token_logprob(model_.tokenizer, t.token, t.logprobs, req.output.top_logprobs);
+  Delta d = row.pipe.push(t.token, std::move(lp));
+  if (!OutputPipeline::empty(d)) a.job.sink(std::move(d));
+  if (row.pipe.stopped()) finish_row(t.row, "stop", std::nullopt);
+  else if (t.length) finish_row(t.row, "length", std::nullopt);
+}
+
+// Ends one choice: its last text, Finish, and (unless cancelled) its caches into the prompt cache.
+void Engine::finish_row(RowId id, const std::string& reason, std::optional<LayerCaches> caches) {
+  auto node = rows_.extract(id);
+  Row& row = *node.mapped();
+  Active& a = *active_.at(row.job);
+  const bool keep_cache = reason != "cancelled";
+  if (!caches) {
+    if (auto f = finished_caches_.find(id); f != finished_caches_.end()) {
+      caches = std::move(f->second);
+      finished_caches_.erase(f);
     } else {
-      metrics_.inter_token.observe(std::chrono::duration<double>(now - last).count());
-    }
-    last = now;
-    generated.push_back(t->id);
-    ++metrics_.generated_tokens;
-    if (!req.ignore_eos && std::find(model_.eos_ids.begin(), model_.eos_ids.end(), t->id) != model_.eos_ids.end()) {
-      reason = "stop";
-      break;
-    }
-    ++completion;
-    std::optional<TokenLogprob> lp;
-    if (req.output.top_logprobs >= 0) lp = token_logprob(tok, t->id, t->logprobs, req.output.top_logprobs);
-    Delta d = pipe.push(t->id, std::move(lp));
-    if (!OutputPipeline::empty(d)) job.sink(std::move(d));
-    if (pipe.stopped()) {
-      reason = "stop";
-      break;
+      auto out = gen_->remove({id}, keep_cache);
+      caches = std::move(out.front());
     }
   }
-  Delta tail = pipe.finish();
-  if (!OutputPipeline::empty(tail)) job.sink(std::move(tail));
-  Finish fin{.choice = choice, .reason = reason, .stop_sequence = pipe.stop_sequence(), .tool_calls = pipe.tool_calls(),
-             .completion_tokens = completion};
+  --active_rows_;
+  metrics_.running = active_rows_;  // before the sink: a client may read /metrics once answered
+  Delta tail = row.pipe.finish();
+  if (!OutputPipeline::empty(tail)) a.job.sink(std::move(tail));
+  Finish fin{.choice = row.choice, .reason = reason, .stop_sequence = row.pipe.stop_sequence(),
+             .tool_calls = row.pipe.tool_calls(), .completion_tokens = row.completion};
   if (!fin.tool_calls.empty() && reason == "stop" && fin.stop_sequence.empty()) fin.reason = "tool_calls";
-  metrics_.running = 0;
-  if (reason != "cancelled") {
-    // The caches hold the prompt and every token returned (the eos included).
-    std::vector<int> tokens = req.prompt;
-    tokens.insert(tokens.end(), generated.begin(), generated.end());
-    cache_.insert(tokens, std::move(gen.caches()));
+  for (const auto& p : row.pipe.tool_call_problems()) {
+    ++metrics_.tool_call_problems;
+    spdlog::warn("request {} choice {}: {}", row.job, row.choice, p);
   }
-  job.sink(std::move(fin));
-  return completion;
+  a.usage.completion_tokens += row.completion;
+  if (keep_cache && caches && !caches->empty()) {
+    // The caches hold the prompt and every token returned (the eos included).
+    std::vector<int> tokens = a.job.req.prompt;
+    tokens.insert(tokens.end(), row.generated.begin(), row.generated.end());
+    cache_.insert(tokens, std::move(*caches));
+  }
+  a.job.sink(std::move(fin));
+  if (--a.open == 0) finish_job(row.job);
+}
+
+void Engine::finish_job(RequestId id) {
+  auto node = active_.extract(id);
+  Active& a = *node.mapped();
+  reserved_bytes_ -= a.reserved;
+  {
+    std::lock_guard lock(mu_);
+    running_.erase(id);
+  }
+  metrics_.prompt_tokens += a.usage.prompt_tokens;
+  metrics_.cached_prompt_tokens += a.usage.cached_tokens;
+  if (*a.job.cancelled) ++metrics_.requests_cancelled;
+  else ++metrics_.requests_finished;
+  spdlog::debug("request {} done: {} prompt ({} cached), {} generated, ttft {:.3f} s", id, a.usage.prompt_tokens,
+                a.usage.cached_tokens, a.usage.completion_tokens, a.usage.ttft_s);
+  a.job.sink(a.usage);
+}
+
+void Engine::cancel_active(RequestId id) {
+  std::vector<RowId> open;
+  for (RowId r : active_.at(id)->rows) {
+    if (rows_.count(r)) open.push_back(r);
+  }
+  gen_->remove(open);
+  for (RowId r : open) {
+    finished_caches_.erase(r);
+    finish_row(r, "cancelled", LayerCaches{});
+  }
+}
+
+void Engine::fail_all(const std::exception& e) {
+  spdlog::error("batch step failed: {}", e.what());
+  const int status = error_status(e);
+  for (auto& [id, a] : active_) {
+    ++metrics_.requests_failed;
+    a->job.sink(Failure{status, e.what()});
+  }
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, a] : active_) running_.erase(id);
+  }
+  active_.clear();
+  rows_.clear();
+  finished_caches_.clear();
+  reserved_bytes_ = 0;
+  active_rows_ = 0;
+}
+
+void Engine::loop() {
+  const BatchOptions bo{.prefill_step_size = opts_.prefill_step_size,
+                        .decode_prefill_step = opts_.decode_prefill_step,
+                        .adaptive_prefill = true,
+                        .prefill_batch_size = std::max(1, std::min(opts_.prefill_batch, opts_.max_batch)),
+                        .completion_batch_size = std::max(1, opts_.max_batch)};
+  gen_ = std::make_unique<BatchGenerator>(model_.model(), bo);
+  for (;;) {
+    std::vector<Job> admitted, expired;
+    bool stopping;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !active_.empty(); });
+      stopping = stopping_;
+      if (stopping && queue_.empty() && active_.empty()) break;
+      if (opts_.queue_timeout.count() > 0) {
+        const auto now = Clock::now();
+        for (auto it = queue_.begin(); it != queue_.end();) {
+          if (now - it->queued_at > opts_.queue_timeout) {
+            expired.push_back(std::move(*it));
+            it = queue_.erase(it);
+          } else {
+            ++it;
+          }
+        }
+      }
+      // Oldest first; a request that does not fit waits at the head (no overtaking: long
+      // prompts are never starved by short ones).
+      int64_t rows = active_rows_, bytes = reserved_bytes_;
+      bool alone = active_.empty();  // a request alone always runs (it passed check_admission)
+      while (!queue_.empty() && !stopping) {
+        const Job& j = queue_.front();
+        const int64_t need = reserve_bytes(j.req);
+        if (!alone) {
+          if (rows + j.req.n > opts_.max_batch) break;
+          if (opts_.memory_budget > 0 && model_.weight_bytes + bytes + need + transient_bytes() > opts_.memory_budget) {
+            break;
+          }
+        }
+        rows += j.req.n;
+        bytes += need;
+        alone = false;
+        running_[j.id] = j.cancelled;
+        admitted.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      metrics_.queue_depth = static_cast<int>(queue_.size());
+    }
+    for (auto& j : expired) {
+      j.sink(Failure{503, fmt::format("the request waited longer than the queue timeout ({} ms)",
+                                      opts_.queue_timeout.count())});
+      ++metrics_.requests_failed;
+    }
+    for (auto& j : admitted) start(std::move(j));
+    std::vector<RequestId> cancelled;
+    for (auto& [id, a] : active_) {
+      if (stopping || *a->job.cancelled) cancelled.push_back(id);
+    }
+    for (RequestId id : cancelled) {
+      *active_.at(id)->job.cancelled = true;
+      cancel_active(id);
+    }
+    metrics_.running = active_rows_;
+    if (gen_->idle()) continue;
+    try {
+      auto tokens = gen_->next();
+      for (auto& [rid, caches] : gen_->take_finished_caches()) finished_caches_[rid] = std::move(caches);
+      for (const auto& t : tokens) handle(t);
+    } catch (const std::exception& e) {
+      fail_all(e);
+      gen_ = std::make_unique<BatchGenerator>(model_.model(), bo);
+    }
+    metrics_.running = active_rows_;
+  }
+  metrics_.running = 0;
 }
 
 }  // namespace mlxcpp::sched

@@ -1,7 +1,8 @@
 // The engine: one thread owns the model, its caches and all MLX evaluation. Protocol handlers
 // submit requests (token ids + output options) with an event sink and may cancel them; that is
-// the whole interface. This engine runs one sequence at a time from a FIFO queue; a batching
-// scheduler can replace the loop behind the same interface.
+// the whole interface. Behind it, continuous batching: every choice of every admitted request
+// is a row of one BatchGenerator; each step decodes the running rows, then admits queued
+// requests (oldest first, while rows and memory allow) and prefills them in chunks.
 #pragma once
 
 #include <atomic>
@@ -9,10 +10,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
 
+#include "generate/batch_generator.h"
 #include "scheduler/metrics.h"
 #include "scheduler/prompt_cache_store.h"
 #include "scheduler/request.h"
@@ -25,7 +28,16 @@ struct EngineOptions {
   size_t max_queue = 64;                  // waiting requests; beyond: 429
   std::chrono::milliseconds queue_timeout{0};  // a request waiting longer fails with 503 (0: no limit)
   int prefill_step_size = 2048;
-  int64_t memory_budget = 0;              // bytes for weights + one request's cache (0: no check)
+  // While rows decode, a joining prompt runs chunks that take about a decode step's time, at
+  // most this many tokens (0: the whole prefill_step_size), so running streams keep flowing.
+  int decode_prefill_step = 256;
+  int max_batch = 16;                     // rows (choices) generated together
+  // Rows prefilled together. 1 (each prompt alone, as it would run by itself) keeps a batched
+  // request's output bit-identical to its solo run on the CPU fast path; more pads prompts.
+  int prefill_batch = 1;
+  // Bytes for weights + every running row's cache at prompt + max_tokens + one prefill step's
+  // transient (0: no check). A request that does not fit next to the running ones waits.
+  int64_t memory_budget = 0;
   bool log_prompts = false;               // debug log of each prompt's text (never logged otherwise)
 };
 
@@ -61,9 +73,17 @@ class Engine {
     std::chrono::steady_clock::time_point queued_at;
     std::shared_ptr<std::atomic<bool>> cancelled;
   };
+  struct Active;  // an admitted request (engine thread only)
+  struct Row;     // one of its choices in the batch
   void loop();
-  void run(Job& job);
-  int run_choice(Job& job, int choice, Usage& usage, std::chrono::steady_clock::time_point start);
+  int64_t reserve_bytes(const Request& req) const;
+  int64_t transient_bytes() const;
+  void start(Job job);
+  void handle(const BatchToken& t);
+  void finish_row(RowId id, const std::string& reason, std::optional<LayerCaches> caches);
+  void finish_job(RequestId id);
+  void cancel_active(RequestId id);
+  void fail_all(const std::exception& e);
 
   const ServedModel& model_;
   EngineOptions opts_;
@@ -74,9 +94,17 @@ class Engine {
   std::condition_variable cv_;
   std::deque<Job> queue_;
   RequestId next_id_ = 1;
-  RequestId running_id_ = 0;
-  std::shared_ptr<std::atomic<bool>> running_cancel_;
+  std::map<RequestId, std::shared_ptr<std::atomic<bool>>> running_;  // admitted: cancel flags
   bool stopping_ = false;
+
+  // Engine thread only.
+  std::unique_ptr<BatchGenerator> gen_;
+  std::map<RequestId, std::unique_ptr<Active>> active_;
+  std::map<RowId, std::unique_ptr<Row>> rows_;
+  std::map<RowId, LayerCaches> finished_caches_;  // rows that left at max_tokens
+  int64_t reserved_bytes_ = 0;
+  int active_rows_ = 0;
+
   std::thread thread_;
 };
 

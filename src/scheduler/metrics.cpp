@@ -45,6 +45,9 @@ void EngineMetrics::render(std::string& out) const {
                 static_cast<double>(requests_cancelled.load()));
   render_metric(out, "mlxcpp_requests_failed_total", "counter", "Requests that failed in the engine",
                 static_cast<double>(requests_failed.load()));
+  render_metric(out, "mlxcpp_tool_call_problems_total", "counter",
+                "Generated tool calls naming an unknown tool or whose arguments fail the tool's schema",
+                static_cast<double>(tool_call_problems.load()));
   render_metric(out, "mlxcpp_queue_depth", "gauge", "Requests waiting for the engine", queue_depth.load());
   render_metric(out, "mlxcpp_running_rows", "gauge", "Sequences being generated", running.load());
   ttft.render(out, "mlxcpp_time_to_first_token_seconds", "Time from admission to the first token");

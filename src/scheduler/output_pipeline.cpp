@@ -1,10 +1,14 @@
 #include "scheduler/output_pipeline.h"
 
+#include <algorithm>
+
+#include <fmt/format.h>
+
 namespace mlxcpp::sched {
 
 OutputPipeline::OutputPipeline(const Tokenizer& tok, StreamingDetokenizer::Kind detok, const OutputOptions& opts,
                                int choice, const std::string& id_prefix)
-    : detok_(tok, detok), matcher_(opts.stops), choice_(choice) {
+    : detok_(tok, detok), matcher_(opts.stops), tool_defs_(opts.tools), choice_(choice) {
   if (opts.reasoning) reasoning_.emplace(*opts.reasoning, opts.starts_in_reasoning);
   if (opts.tool_format != ToolCallFormat::kNone) tools_ = make_tool_call_parser(opts.tool_format, id_prefix, opts.tools);
   if (!opts.forced_prefix.empty() && tools_) {
@@ -78,6 +82,26 @@ Delta OutputPipeline::finish() {
 
 std::vector<ToolCall> OutputPipeline::tool_calls() const {
   return tools_ ? tools_->calls() : std::vector<ToolCall>{};
+}
+
+std::vector<std::string> OutputPipeline::tool_call_problems() const {
+  std::vector<std::string> out;
+  if (tool_defs_.empty()) return out;
+  for (const auto& call : tool_calls()) {
+    const auto def = std::find_if(tool_defs_.begin(), tool_defs_.end(), [&](const nlohmann::ordered_json& d) {
+      return d.is_object() && d.value("name", std::string()) == call.name;
+    });
+    if (def == tool_defs_.end()) {
+      out.push_back(fmt::format("tool call '{}': no such tool in the request", call.name));
+      continue;
+    }
+    if (!def->contains("parameters")) continue;
+    const std::string args = call.arguments.is_string() ? call.arguments.get<std::string>() : call.arguments.dump();
+    if (auto err = check_tool_arguments((*def)["parameters"], args)) {
+      out.push_back(fmt::format("tool call '{}': {}", call.name, *err));
+    }
+  }
+  return out;
 }
 
 bool OutputPipeline::empty(const Delta& d) {

@@ -28,6 +28,10 @@ class OutputPipeline {
   bool stopped() const { return matcher_.stopped(); }
   const std::string& stop_sequence() const { return matcher_.matched(); }
   std::vector<ToolCall> tool_calls() const;
+  // Each complete call checked against the request's tools: a name not among them, or
+  // arguments that fail the tool's JSON schema (one message per problem, naming the call). The
+  // calls are still returned as generated (a client may repair them); the engine logs these.
+  std::vector<std::string> tool_call_problems() const;
   // Whether anything of this choice may be emitted (false for an empty delta).
   static bool empty(const Delta& d);
 
@@ -39,6 +43,7 @@ class OutputPipeline {
   StopMatcher matcher_;
   std::optional<ReasoningParser> reasoning_;
   std::unique_ptr<ToolCallParser> tools_;
+  std::vector<nlohmann::ordered_json> tool_defs_;  // the request's function definitions
   std::vector<ToolCallDelta> forced_;  // deltas the forced prefix produced, sent with the first token
   int choice_;
 };

@@ -61,6 +61,7 @@ GenParams read_gen_params(const Fields& f, const std::vector<std::string>& max_t
     if (g.stops[i].empty()) f.fail("stop", fmt::format("item {} is an empty string", i));
   }
   g.n = static_cast<int>(f.integer("n", 1, 16).value_or(1));
+  g.ignore_eos = f.boolean("ignore_eos").value_or(false);
   for (const auto& k : max_tokens_keys) {
     if (auto v = f.integer(k, 0, kMaxInt32)) {
       g.max_tokens = static_cast<int>(*v);
@@ -91,6 +92,7 @@ void finish_gen_params(const GenParams& g, const sched::ServedModel& m, const Se
   out.max_tokens = g.max_tokens.value_or(d.max_tokens);
   out.seed = g.seed;
   out.n = g.n;
+  out.ignore_eos = g.ignore_eos;
   out.output.stops = g.stops;
   out.output.top_logprobs = g.top_logprobs;
 }

@@ -22,6 +22,7 @@ struct GenParams {
   int n = 1;
   std::vector<std::string> stops;
   int top_logprobs = -1;             // -1: none
+  bool ignore_eos = false;           // vLLM / llama-server extension: generate past EOS
 };
 
 // Server-wide defaults for what a request leaves out (mlx_lm.server's flags).

@@ -112,5 +112,30 @@ TEST_F(OutputPipelineTest, NoParsersMeansEverythingIsContent) {
   EXPECT_EQ(c.calls, 0);
 }
 
+
+TEST_F(OutputPipelineTest, ToolCallsAreCheckedAgainstTheRequestsSchemas) {
+  OutputOptions o;
+  o.tool_format = ToolCallFormat::kHermes;
+  o.tools.push_back(nlohmann::ordered_json::parse(
+      R"({"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+          "required": ["city"]}})"));
+  auto problems = [&](const std::string& text) {
+    OutputPipeline pipe(*tok_, StreamingDetokenizer::kind_for(*tok_), o, 0, "t");
+    for (int32_t id : tok_->encode(text, false)) pipe.push(id, std::nullopt);
+    pipe.finish();
+    return pipe.tool_call_problems();
+  };
+  EXPECT_TRUE(problems("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>").empty());
+  auto wrong_type = problems("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": 7}}\n</tool_call>");
+  ASSERT_EQ(wrong_type.size(), 1u);
+  EXPECT_NE(wrong_type[0].find("get_weather"), std::string::npos);
+  EXPECT_NE(wrong_type[0].find("city"), std::string::npos);
+  auto missing = problems("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>");
+  ASSERT_EQ(missing.size(), 1u);
+  auto unknown = problems("<tool_call>\n{\"name\": \"book_flight\", \"arguments\": {}}\n</tool_call>");
+  ASSERT_EQ(unknown.size(), 1u);
+  EXPECT_NE(unknown[0].find("no such tool"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace mlxcpp::sched
