@@ -42,7 +42,7 @@ struct BatchOptions {
   // decode_prefill_step tokens: a joining prompt at most about doubles the running streams'
   // inter-token time.
   bool adaptive_prefill = false;
-  int min_adaptive_chunk = 16;
+  int min_adaptive_chunk = 32;
   // A chunk never leaves a tail of 1..min_tail prompt tokens: it takes them too. With our CPU
   // kernels (one kernel for up to 8 rows of a sequence, another beyond) every token then runs
   // through the same kernel however the prompt was chunked. -1: that on the fast path, mlx-lm's
