@@ -53,7 +53,11 @@ TEST_P(BatchParity, EveryStepEqualsMlxLm) {
       BatchRow row;
       row.prompt = to_ints(g.at("prompt." + std::to_string(r)));
       row.max_tokens = f[1];
-      if (f[3] > 0) row.processors = make_logits_processors({.repetition_penalty = f[3] / 100.0f});
+      if (f[3] > 0) {
+        LogitsProcessorParams lp;
+        lp.repetition_penalty = f[3] / 100.0f;
+        row.processors = make_logits_processors(lp);
+      }
       const RowId id = gen.insert(std::move(row));
       id_of[r] = id;
       row_of[id] = r;
@@ -92,12 +96,20 @@ INSTANTIATE_TEST_SUITE_P(Goldens, BatchParity,
                                            Scenario{"llama_swa_rings", "llama-swa-bf16"}),
                          [](const auto& info) { return info.param.name; });
 
+// A greedy row of `prompt` with no cache.
+BatchRow row_of(std::vector<int> prompt, int max_tokens = 256) {
+  BatchRow r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  return r;
+}
+
 // Runs rows through a batch to the end; returns each row's tokens.
 std::vector<std::vector<int>> run_batch(const Model& model, const std::vector<std::vector<int>>& prompts,
                                         int max_tokens, BatchOptions bo) {
   BatchGenerator gen(model, bo);
   std::map<RowId, size_t> idx;
-  for (size_t i = 0; i < prompts.size(); ++i) idx[gen.insert({.prompt = prompts[i], .max_tokens = max_tokens})] = i;
+  for (size_t i = 0; i < prompts.size(); ++i) idx[gen.insert(row_of(prompts[i], max_tokens))] = i;
   std::vector<std::vector<int>> out(prompts.size());
   for (int guard = 0; !gen.idle() && guard < 1000; ++guard) {
     for (const auto& t : gen.next()) out[idx[t.row]].push_back(t.token);
@@ -116,10 +128,13 @@ std::vector<int> run_solo(const Model& model, const std::vector<int>& prompt, in
 
 std::vector<std::vector<int>> prompts_of(std::initializer_list<int> lengths, int vocab) {
   std::vector<std::vector<int>> out;
-  int seed = 3;
+  uint32_t seed = 3;
   for (int n : lengths) {
     std::vector<int> p;
-    for (int i = 0; i < n; ++i) p.push_back(4 + (seed = seed * 1103515245 + 12345 & 0x7fffffff) % (vocab - 4));
+    for (int i = 0; i < n; ++i) {
+      seed = seed * 1103515245u + 12345u;  // an LCG: fixed prompts, no global state
+      p.push_back(4 + static_cast<int>((seed & 0x7fffffffu) % static_cast<uint32_t>(vocab - 4)));
+    }
     out.push_back(p);
   }
   return out;
@@ -138,8 +153,8 @@ TEST(BatchGenerator, RemovedRowCacheContinuesLikeTheRow) {
   auto loaded = load_model(tiny_model_dir("gemma3-text-bf16"), ModelOptions::parity_mode());
   auto prompts = prompts_of({11, 5}, loaded.model->vocab_size());
   BatchGenerator gen(*loaded.model, {});
-  const RowId a = gen.insert({.prompt = prompts[0], .max_tokens = -1});
-  gen.insert({.prompt = prompts[1], .max_tokens = -1});
+  const RowId a = gen.insert(row_of(prompts[0], -1));
+  gen.insert(row_of(prompts[1], -1));
   std::vector<int> seen;
   for (int i = 0; i < 20 && seen.size() < 10; ++i) {
     for (const auto& t : gen.next())
@@ -165,9 +180,9 @@ TEST(BatchGenerator, RemovedRowCacheContinuesLikeTheRow) {
 TEST(BatchGenerator, RejectsBadRows) {
   auto loaded = load_model(tiny_model_dir("llama-q4g64"), ModelOptions::parity_mode());
   BatchGenerator gen(*loaded.model, {});
-  EXPECT_THROW(gen.insert({.prompt = {}}), RequestError);
-  EXPECT_THROW(gen.insert({.prompt = {1, 100000}}), RequestError);
-  EXPECT_THROW(gen.insert({.prompt = {1}, .max_tokens = 0}), RequestError);
+  EXPECT_THROW(gen.insert(row_of({})), RequestError);
+  EXPECT_THROW(gen.insert(row_of({1, 100000})), RequestError);
+  EXPECT_THROW(gen.insert(row_of({1}, 0)), RequestError);
   EXPECT_TRUE(gen.idle());
 }
 
