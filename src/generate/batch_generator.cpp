@@ -293,9 +293,14 @@ std::vector<BatchToken> BatchGenerator::next() {
   int step = !gen_.rows.empty() && opts_.decode_prefill_step > 0
                  ? std::min(opts_.decode_prefill_step, opts_.prefill_step_size)
                  : opts_.prefill_step_size;
-  if (!gen_.rows.empty() && opts_.adaptive_prefill && decode_s_ > 0 && prefill_s_per_token_ > 0) {
-    const double fit = decode_s_ / prefill_s_per_token_;
-    step = std::clamp(static_cast<int>(fit), std::min(opts_.min_adaptive_chunk, step), step);
+  const bool beside_decode = !gen_.rows.empty();
+  if (beside_decode && opts_.adaptive_prefill) {
+    // Until a chunk beside decoding rows was timed, the smallest: a long chunk's cost per
+    // token (a prompt prefilled alone) says little about a short one's.
+    const int floor = std::min(opts_.min_adaptive_chunk, step);
+    int fit = floor;
+    if (decode_s_ > 0 && prefill_s_per_token_ > 0) fit = static_cast<int>(decode_s_ / prefill_s_per_token_);
+    step = std::clamp(fit, floor, step);
   }
   std::vector<std::vector<int>> chunks;
   for (auto& r : prompt_.rows) {
@@ -311,7 +316,7 @@ std::vector<BatchToken> BatchGenerator::next() {
   for (const auto& c : chunks) prompt_tokens = std::max(prompt_tokens, static_cast<int>(c.size()));
   const auto t0 = Clock::now();
   prefill(std::move(chunks));
-  if (prompt_tokens > 0) {
+  if (prompt_tokens > 0 && beside_decode) {
     ema(prefill_s_per_token_, std::chrono::duration<double>(Clock::now() - t0).count() / prompt_tokens);
   }
   return out;

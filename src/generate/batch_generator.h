@@ -128,7 +128,7 @@ class BatchGenerator {
   std::vector<std::pair<RowId, LayerCaches>> finished_caches_;
   int64_t steps_ = 0;
   double decode_s_ = 0;           // moving average of a decode step's time
-  double prefill_s_per_token_ = 0;  // moving average of prefill time per token
+  double prefill_s_per_token_ = 0;  // moving average of prefill time per token beside decoding
 };
 
 }  // namespace mlxcpp
