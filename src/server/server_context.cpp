@@ -44,6 +44,8 @@ class CountingWriter final : public ResponseWriter {
   void end_stream() override { inner_->end_stream(); }
   void on_close(std::function<void()> cb) override { inner_->on_close(std::move(cb)); }
   bool closed() const override { return inner_->closed(); }
+  // A status went out (a whole response or a stream's head).
+  bool started() const { return counted_; }
 
  private:
   void count(int status) {
@@ -64,6 +66,12 @@ void add_route(HttpServer& http, ServerContext& ctx, const std::string& method, 
     try {
       h(ctx, req, counted);
     } catch (const std::exception& e) {
+      if (counted->started()) {
+        // Too late for an error response: the status went out. End what was started.
+        spdlog::error("{} {} (response already started): {}", req.method, req.path, e.what());
+        counted->end_stream();
+        return;
+      }
       ApiError err = api_error_from(e);
       if (err.status >= 500) spdlog::error("{} {}: {}", req.method, req.path, e.what());
       send_error(*counted, protocol_for_path(req.path), err);
