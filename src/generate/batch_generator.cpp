@@ -9,6 +9,7 @@
 #include <mlx/memory.h>
 #include <mlx/ops.h>
 #include <mlx/transforms.h>
+#include <spdlog/spdlog.h>
 
 #include "core/errors.h"
 #include "kernels/ops.h"
@@ -251,7 +252,9 @@ std::vector<BatchToken> BatchGenerator::next() {
   if (!gen_.rows.empty()) {
     const auto t0 = Clock::now();
     auto [tokens, logprobs] = step(gen_);
-    ema(decode_s_, std::chrono::duration<double>(Clock::now() - t0).count());
+    const double ds = std::chrono::duration<double>(Clock::now() - t0).count();
+    ema(decode_s_, ds);
+    spdlog::trace("batch step: decode {} rows {:.1f} ms", gen_.rows.size(), ds * 1e3);
     std::vector<int> keep;
     for (size_t i = 0; i < gen_.rows.size(); ++i) {
       auto& r = gen_.rows[i];
@@ -316,9 +319,9 @@ std::vector<BatchToken> BatchGenerator::next() {
   for (const auto& c : chunks) prompt_tokens = std::max(prompt_tokens, static_cast<int>(c.size()));
   const auto t0 = Clock::now();
   prefill(std::move(chunks));
-  if (prompt_tokens > 0 && beside_decode) {
-    ema(prefill_s_per_token_, std::chrono::duration<double>(Clock::now() - t0).count() / prompt_tokens);
-  }
+  const double ps = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (prompt_tokens > 0) spdlog::trace("batch step: prefill {} tokens {:.1f} ms", prompt_tokens, ps * 1e3);
+  if (prompt_tokens > 0 && beside_decode) ema(prefill_s_per_token_, ps / prompt_tokens);
   return out;
 }
 
