@@ -226,6 +226,8 @@ std::unique_ptr<KVCacheBase> BatchKVCache::extract(int row) const {
   check_row("BatchKVCache::extract", row);
   auto cache = std::make_unique<KVCache>();
   if (!keys_) return cache;
+  // contiguous() of an already contiguous slice is a view of our buffers: they are shared now.
+  shared_ = true;
   const int pad = left_padding_[row];
   auto k = mx::contiguous(mx::slice(*keys_, mx::Shape{row, 0, pad, 0}, mx::Shape{row + 1, keys_->shape(1), idx_, keys_->shape(3)}));
   auto v = mx::contiguous(mx::slice(*values_, mx::Shape{row, 0, pad, 0}, mx::Shape{row + 1, values_->shape(1), idx_, values_->shape(3)}));
