@@ -82,6 +82,29 @@ BatchCacheBase::Joined BatchCacheBase::join(const Side& a, const Side& b) {
   return {mx::concatenate({k1, k2}, 0), mx::concatenate({v1, v2}, 0), std::move(lp), max_idx};
 }
 
+std::pair<mx::array, mx::array> BatchCacheBase::stack_rows(const std::vector<RowKV>& rows, int max_length) {
+  int H = 0, Dk = 0, Dv = 0;
+  std::optional<mx::Dtype> dt;
+  for (const auto& r : rows) {
+    if (!r) continue;
+    H = std::max(H, r->first.shape(1));
+    Dk = std::max(Dk, r->first.shape(3));
+    Dv = std::max(Dv, r->second.shape(3));
+    if (!dt) dt = r->first.dtype();
+  }
+  const int B = static_cast<int>(rows.size());
+  auto keys = mx::zeros({B, H, max_length, Dk}, *dt);
+  auto values = mx::zeros({B, H, max_length, Dv}, *dt);
+  for (int i = 0; i < B; ++i) {
+    if (!rows[i]) continue;
+    const auto& [k, v] = *rows[i];
+    const int l = k.shape(2), p = max_length - l;
+    keys = mx::slice_update(keys, mx::astype(k, *dt), mx::Shape{i, 0, p, 0}, mx::Shape{i + 1, H, p + l, Dk});
+    values = mx::slice_update(values, mx::astype(v, *dt), mx::Shape{i, 0, p, 0}, mx::Shape{i + 1, H, p + l, Dv});
+  }
+  return {std::move(keys), std::move(values)};
+}
+
 BatchKVCache::BatchKVCache(std::vector<int> left_padding) : BatchCacheBase(std::move(left_padding)) {}
 
 std::pair<mx::array, mx::array> BatchKVCache::update_and_fetch(const mx::array& keys_in, const mx::array& values_in) {
@@ -242,28 +265,13 @@ std::unique_ptr<BatchKVCache> BatchKVCache::merge(const std::vector<const KVCach
   const int max_length = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
   if (max_length == 0) return std::make_unique<BatchKVCache>(std::vector<int>(caches.size(), 0));
   std::vector<int> padding;
-  for (int l : lengths) padding.push_back(max_length - l);
-  int H = 0, Dk = 0, Dv = 0;
-  std::optional<mx::Dtype> dt;
-  for (const auto* c : caches) {
-    if (c->empty()) continue;
-    auto [k, v] = c->keys_and_values();
-    H = std::max(H, k.shape(1));
-    Dk = std::max(Dk, k.shape(3));
-    Dv = std::max(Dv, v.shape(3));
-    if (!dt) dt = k.dtype();
+  std::vector<RowKV> rows;
+  for (size_t i = 0; i < caches.size(); ++i) {
+    padding.push_back(max_length - lengths[i]);
+    if (caches[i]->empty()) rows.emplace_back();
+    else rows.emplace_back(caches[i]->keys_and_values());  // the first offset rows
   }
-  const int B = static_cast<int>(caches.size());
-  auto keys = mx::zeros({B, H, max_length, Dk}, *dt);
-  auto values = mx::zeros({B, H, max_length, Dv}, *dt);
-  for (int i = 0; i < B; ++i) {
-    const auto* c = caches[i];
-    if (c->empty()) continue;
-    auto [k, v] = c->keys_and_values();  // the first offset rows
-    const int p = padding[i], l = c->offset();
-    keys = mx::slice_update(keys, mx::astype(k, *dt), mx::Shape{i, 0, p, 0}, mx::Shape{i + 1, H, p + l, Dk});
-    values = mx::slice_update(values, mx::astype(v, *dt), mx::Shape{i, 0, p, 0}, mx::Shape{i + 1, H, p + l, Dv});
-  }
+  auto [keys, values] = stack_rows(rows, max_length);
   auto cache = std::make_unique<BatchKVCache>(padding);
   cache->keys_ = std::move(keys);
   cache->values_ = std::move(values);

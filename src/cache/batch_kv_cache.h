@@ -55,6 +55,10 @@ class BatchCacheBase : public KVCacheBase {
   // cache.py extend's padding: both sides right-justified at the larger write position, padded
   // to one length and stacked (a's rows first). At least one side has buffers.
   static Joined join(const Side& a, const Side& b);
+  // cache.py merge's buffers: each row's tokens ([1, H, len, D] keys and values in temporal
+  // order; absent for an empty cache) right-aligned at max_length, zeros to their left.
+  using RowKV = std::optional<std::pair<mlx::core::array, mlx::core::array>>;
+  static std::pair<mlx::core::array, mlx::core::array> stack_rows(const std::vector<RowKV>& rows, int max_length);
   std::vector<int> left_padding_;
   std::vector<int> offsets_;
 };

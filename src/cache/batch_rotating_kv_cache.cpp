@@ -291,29 +291,18 @@ std::unique_ptr<BatchRotatingKVCache> BatchRotatingKVCache::merge(const std::vec
   const int B = static_cast<int>(caches.size());
   if (max_length == 0) return std::make_unique<BatchRotatingKVCache>(max_size, std::vector<int>(B, 0));
   std::vector<int> padding;
-  for (int l : lengths) padding.push_back(max_length - l);
-  int H = 0, Dk = 0, Dv = 0;
-  std::optional<mx::Dtype> dt;
-  for (const auto* c : caches) {
-    if (c->empty()) continue;
-    auto st = c->state();
-    H = std::max(H, st[0].shape(1));
-    Dk = std::max(Dk, st[0].shape(3));
-    Dv = std::max(Dv, st[1].shape(3));
-    if (!dt) dt = st[0].dtype();
-  }
-  auto keys = mx::zeros({B, H, max_length, Dk}, *dt);
-  auto values = mx::zeros({B, H, max_length, Dv}, *dt);
+  std::vector<RowKV> rows;
   for (int i = 0; i < B; ++i) {
-    const auto* c = caches[i];
-    if (c->empty()) continue;
-    auto [tk, tv] = c->temporal_keys_values();
-    const int p = padding[i], l = lengths[i];
-    tk = seq_slice(tk, tk.shape(2) - l, tk.shape(2));
-    tv = seq_slice(tv, tv.shape(2) - l, tv.shape(2));
-    keys = mx::slice_update(keys, mx::astype(tk, *dt), mx::Shape{i, 0, p, 0}, mx::Shape{i + 1, H, p + l, Dk});
-    values = mx::slice_update(values, mx::astype(tv, *dt), mx::Shape{i, 0, p, 0}, mx::Shape{i + 1, H, p + l, Dv});
+    const int l = lengths[i];
+    padding.push_back(max_length - l);
+    if (caches[i]->empty()) {
+      rows.emplace_back();
+      continue;
+    }
+    auto [tk, tv] = caches[i]->temporal_keys_values();  // its last l rows are the ones kept
+    rows.emplace_back(std::pair{seq_slice(tk, tk.shape(2) - l, tk.shape(2)), seq_slice(tv, tv.shape(2) - l, tv.shape(2))});
   }
+  auto [keys, values] = stack_rows(rows, max_length);
   auto cache = std::make_unique<BatchRotatingKVCache>(max_size, padding);
   cache->keys_ = std::move(keys);
   cache->values_ = std::move(values);

@@ -186,4 +186,15 @@ std::string_view trim(std::string_view s) {
   return s.substr(b, e - b);
 }
 
+Opening take_opening(std::string& buf, std::string_view marker, bool final) {
+  buf.erase(0, skip_ws(buf, 0));
+  if (buf.empty()) return Opening::kMore;
+  if (starts_with(buf, marker)) {
+    buf.erase(0, marker.size());
+    return Opening::kFound;
+  }
+  if (!final && marker.substr(0, buf.size()) == buf) return Opening::kMore;
+  return Opening::kOther;
+}
+
 }  // namespace mlxcpp::parse

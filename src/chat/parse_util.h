@@ -78,6 +78,12 @@ std::string json_escape(std::string_view s);
 std::optional<OrderedJson> try_parse_json(std::string_view s);
 
 bool starts_with(std::string_view s, std::string_view prefix);
+
+// A streaming parser's buffer that must open with `marker` (after whitespace, which is dropped):
+// kFound (the marker is consumed), kMore (empty, or a prefix of the marker before the final
+// push: wait for more) or kOther.
+enum class Opening { kFound, kMore, kOther };
+Opening take_opening(std::string& buf, std::string_view marker, bool final);
 std::string_view trim(std::string_view s);
 
 }  // namespace mlxcpp::parse

@@ -125,16 +125,14 @@ void GemmaBody::run(bool final) {
   while (!passthrough()) {
     switch (state_) {
       case State::kCall: {
-        buf_.erase(0, parse::skip_ws(buf_, 0));
-        if (buf_.empty()) return;
-        if (parse::starts_with(buf_, "call:")) {
-          buf_.erase(0, 5);
-          state_ = State::kName;
-          break;
+        const auto open = parse::take_opening(buf_, "call:", final);
+        if (open == parse::Opening::kMore) return;
+        if (open == parse::Opening::kOther) {
+          junk_from(offset());
+          return;
         }
-        if (!final && std::string_view("call:").substr(0, buf_.size()) == buf_) return;
-        junk_from(offset());
-        return;
+        state_ = State::kName;
+        break;
       }
       case State::kName: {
         size_t q = 0;

@@ -152,16 +152,14 @@ void Qwen3CoderBody::run(bool final) {
   while (!passthrough()) {
     switch (state_) {
       case State::kFunc: {
-        buf_.erase(0, parse::skip_ws(buf_, 0));
-        if (buf_.empty()) return;
-        if (parse::starts_with(buf_, "<function=")) {
-          buf_.erase(0, 10);
-          state_ = State::kFuncName;
-          break;
+        const auto open = parse::take_opening(buf_, "<function=", final);
+        if (open == parse::Opening::kMore) return;
+        if (open == parse::Opening::kOther) {
+          junk_from(offset());
+          return;
         }
-        if (!final && std::string_view("<function=").substr(0, buf_.size()) == buf_) return;
-        junk_from(offset());
-        return;
+        state_ = State::kFuncName;
+        break;
       }
       case State::kFuncName: {
         size_t before = offset();

@@ -235,11 +235,10 @@ std::pair<std::vector<int>, std::vector<mx::array>> BatchGenerator::step(GenBatc
   pending.insert(pending.end(), g.next_logprobs.begin(), g.next_logprobs.end());
   pending.insert(pending.end(), contexts.begin(), contexts.end());
   mx::async_eval(pending);
-  std::vector<mx::array> now{current};
-  now.insert(now.end(), current_lp.begin(), current_lp.end());
-  mx::eval(now);
   auto ids = mx::astype(current, mx::int32);
-  mx::eval(ids);
+  std::vector<mx::array> now{ids};
+  now.insert(now.end(), current_lp.begin(), current_lp.end());
+  mx::eval(now);  // one wait for this step's tokens and log-probabilities
   std::vector<int> out(ids.data<int32_t>(), ids.data<int32_t>() + ids.size());
   for (int e = 0; e < B; ++e) g.rows[e].tokens.push_back(out[e]);
   return {std::move(out), std::move(current_lp)};

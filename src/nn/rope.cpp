@@ -117,12 +117,16 @@ mx::array Rope::yarn_input(const mx::array& x) const {
   return mx::slice_update(x, mx::multiply(mx::slice(x, start, stop), f32(mscale_)), start, stop);
 }
 
+template <class Offset>
+mx::array Rope::rotate(const mx::array& x, const Offset& offset) const {
+  namespace fast = mx::fast;
+  if (type_ == "llama3") return fast::rope(x, p_.dims, p_.traditional, std::nullopt, 1.0f, offset, freqs_);
+  if (type_ == "yarn") return fast::rope(yarn_input(x), p_.dims, p_.traditional, std::nullopt, 1.0f, offset, freqs_);
+  return fast::rope(x, p_.dims, p_.traditional, static_cast<float>(p_.base), scale_, offset);
+}
+
 mx::array Rope::operator()(const mx::array& x_in, int offset) const {
   namespace fast = mx::fast;
-  if (type_ == "llama3") return fast::rope(x_in, p_.dims, p_.traditional, std::nullopt, 1.0f, offset, freqs_);
-  if (type_ == "yarn") {
-    return fast::rope(yarn_input(x_in), p_.dims, p_.traditional, std::nullopt, 1.0f, offset, freqs_);
-  }
   if (type_ == "dynamic") {
     const double seq_len = std::max<double>(x_in.shape(-2) + offset, static_cast<double>(*p_.max_position_embeddings));
     const double f = dynamic_factor_;
@@ -130,11 +134,10 @@ mx::array Rope::operator()(const mx::array& x_in, int offset) const {
                                            static_cast<double>(p_.dims) / (p_.dims - 2));
     return fast::rope(x_in, p_.dims, p_.traditional, static_cast<float>(base), 1.0f, offset);
   }
-  return fast::rope(x_in, p_.dims, p_.traditional, static_cast<float>(p_.base), scale_, offset);
+  return rotate(x_in, offset);
 }
 
 mx::array Rope::operator()(const mx::array& x_in, const mx::array& offsets) const {
-  namespace fast = mx::fast;
   if (type_ == "dynamic") {
     // The base depends on each row's length: mlx-lm cannot batch it; rope the rows one by one.
     auto offs = mx::astype(offsets, mx::int32);
@@ -148,11 +151,7 @@ mx::array Rope::operator()(const mx::array& x_in, const mx::array& offsets) cons
     }
     return mx::concatenate(rows, 0);
   }
-  if (type_ == "llama3") return fast::rope(x_in, p_.dims, p_.traditional, std::nullopt, 1.0f, offsets, freqs_);
-  if (type_ == "yarn") {
-    return fast::rope(yarn_input(x_in), p_.dims, p_.traditional, std::nullopt, 1.0f, offsets, freqs_);
-  }
-  return fast::rope(x_in, p_.dims, p_.traditional, static_cast<float>(p_.base), scale_, offsets);
+  return rotate(x_in, offsets);
 }
 
 mx::array Rope::apply(const mx::array& x, const KVCacheBase* cache) const {

@@ -47,6 +47,9 @@ class Rope {
   std::shared_ptr<const kernels::RopeSpec> spec_;
 
   std::shared_ptr<const kernels::RopeSpec> build_spec() const;
+  // The one mx.fast.rope call of every type but dynamic, at an int or per-row array offset.
+  template <class Offset>
+  mlx::core::array rotate(const mlx::core::array& x, const Offset& offset) const;
   // yarn's input scaling (x[..., :dims] * mscale).
   mlx::core::array yarn_input(const mlx::core::array& x) const;
 };

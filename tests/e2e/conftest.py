@@ -7,6 +7,7 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,27 @@ def generate_cli(*args, timeout=300):
                          capture_output=True, text=True, timeout=timeout)
     assert out.returncode == 0, out.stderr
     return out.stdout
+
+
+def metrics(server):
+    """GET /metrics as {name: value} for the unlabelled samples."""
+    with urllib.request.urlopen(server.url + "/metrics", timeout=30) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^([a-z_]+) ([0-9.e+-]+)$", line)
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def wait_idle(server, timeout=60):
+    """Polls /metrics until no row runs and nothing is queued; returns the last sample."""
+    deadline = time.monotonic() + timeout
+    m = metrics(server)
+    while time.monotonic() < deadline:
+        m = metrics(server)
+        if m.get("mlxcpp_running_rows") == 0 and m.get("mlxcpp_queue_depth") == 0:
+            return m
+        time.sleep(0.05)
+    pytest.fail(f"the engine did not go idle within {timeout} s: {m}")

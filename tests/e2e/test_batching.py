@@ -6,18 +6,16 @@ disturb the others; and the engine goes back to 0 running rows."""
 import functools
 import math
 import random
-import re
 import subprocess
 import threading
 import time
-import urllib.request
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import openai
 import pytest
 
-from conftest import BINARY
+from conftest import BINARY, metrics, wait_idle
 
 REQUEST_TIMEOUT = 120  # seconds, per request (the SDK's timeout, and the wait on each thread)
 
@@ -196,28 +194,6 @@ def assert_same(i, solo, got):
     return a == b
 
 
-def metrics(srv):
-    with urllib.request.urlopen(srv.url + "/metrics", timeout=30) as r:
-        text = r.read().decode()
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r"^([a-z_]+) ([0-9.e+-]+)$", line)
-        if m:
-            out[m.group(1)] = float(m.group(2))
-    return out
-
-
-def wait_idle(srv, timeout=30):
-    deadline = time.monotonic() + timeout
-    m = metrics(srv)
-    while time.monotonic() < deadline:
-        m = metrics(srv)
-        if m.get("mlxcpp_running_rows") == 0 and m.get("mlxcpp_queue_depth") == 0:
-            return m
-        time.sleep(0.05)
-    pytest.fail(f"the engine did not go idle within {timeout} s: {m}")
-
-
 class PeakLoad:
     """Samples /metrics while a round runs: the most rows running and running + queued at once."""
 
@@ -266,7 +242,7 @@ def solo_pass(server):
         got = run_one(client, server, req)
         check_well_formed(req, got)
         results.append(got)
-    wait_idle(server)
+    wait_idle(server, 30)
     return results
 
 
@@ -317,7 +293,7 @@ def concurrent_round(server, solo):
     assert peak.in_flight >= 2, (peak.in_flight, peak.running)
     if serve_args():
         assert peak.running >= 2, f"--max-batch 16 never ran two rows at once (peak {peak.running})"
-    after = wait_idle(server)
+    after = wait_idle(server, 30)
     delta = {k: after[k] - before.get(k, 0) for k in after if k.endswith("_total")}
     assert delta["mlxcpp_requests_finished_total"] == len(REQUESTS), delta
     assert delta["mlxcpp_requests_cancelled_total"] == 0, delta
@@ -352,7 +328,7 @@ def test_clients_hanging_up_do_not_disturb_the_others(cold, solo_cold):
     for k, i in enumerate(keep):
         check_well_formed(REQUESTS[i], got[2 * k])
         assert_same(i, solo_cold[i], got[2 * k])
-    after = wait_idle(cold)
+    after = wait_idle(cold, 30)
     cancelled = after["mlxcpp_requests_cancelled_total"] - before["mlxcpp_requests_cancelled_total"]
     finished = after["mlxcpp_requests_finished_total"] - before["mlxcpp_requests_finished_total"]
     assert (cancelled, finished) == (len(hang_up), len(keep))

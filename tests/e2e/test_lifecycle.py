@@ -1,25 +1,14 @@
 """Cancellation and shutdown: clients that hang up mid-stream have their generations cancelled
 and their memory freed; SIGTERM ends running streams cleanly and the process exits 0."""
 import json
-import re
 import signal
 import socket
 import threading
 import time
-import urllib.request
 
 import pytest
 
-
-def metrics(server):
-    with urllib.request.urlopen(server.url + "/metrics", timeout=30) as r:
-        text = r.read().decode()
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r"^([a-z_]+) ([0-9.e+-]+)$", line)
-        if m:
-            out[m.group(1)] = float(m.group(2))
-    return out
+from conftest import metrics, wait_idle
 
 
 def open_stream(server, max_tokens=200, content="Tell me a long story about a dragon."):
@@ -40,17 +29,6 @@ def read_until_data(s):
             break
         data += chunk
     return data
-
-
-def wait_idle(server, timeout=60):
-    deadline = time.monotonic() + timeout
-    m = metrics(server)
-    while time.monotonic() < deadline:
-        m = metrics(server)
-        if m.get("mlxcpp_running_rows") == 0 and m.get("mlxcpp_queue_depth") == 0:
-            return m
-        time.sleep(0.1)
-    pytest.fail(f"the engine did not go idle: {m}")
 
 
 def test_clients_disconnecting_mid_stream(start_server):
