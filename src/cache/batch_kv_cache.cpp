@@ -46,6 +46,12 @@ BatchCacheBase::BatchCacheBase(std::vector<int> left_padding) : left_padding_(st
 
 std::optional<mx::array> BatchCacheBase::row_offsets() const { return int_array(offsets_); }
 
+std::unique_ptr<BatchCacheBase> BatchCacheBase::split_off(const std::vector<int>& rows) const {
+  std::unique_ptr<BatchCacheBase> c(static_cast<BatchCacheBase*>(clone().release()));
+  c->filter(rows);
+  return c;
+}
+
 void BatchCacheBase::check_row(const char* op, int row) const {
   if (row < 0 || row >= batch_size()) {
     throw Error(fmt::format("[{}] row {} is outside the batch of {}", op, row, batch_size()));

@@ -33,6 +33,9 @@ class BatchCacheBase : public KVCacheBase {
   virtual void extend(BatchCacheBase& other) = 0;
   // Row `row` as a single sequence's cache that continues exactly as the row would.
   virtual std::unique_ptr<KVCacheBase> extract(int row) const = 0;
+  // A batch of rows `rows` (in that order), for a caller that then filters them out of this
+  // one (PromptProcessingBatch.split): a filtered clone here.
+  virtual std::unique_ptr<BatchCacheBase> split_off(const std::vector<int>& rows) const;
 
  protected:
   BatchCacheBase(std::vector<int> left_padding);

@@ -11,7 +11,9 @@
 #include <mlx/transforms.h>
 #include <spdlog/spdlog.h>
 
+#include "cache/ragged_kv_cache.h"
 #include "core/errors.h"
+#include "kernels/block_kernels.h"
 #include "kernels/ops.h"
 #include "kernels/qmatmul.h"
 
@@ -54,6 +56,30 @@ BatchGenerator::BatchGenerator(const Model& model, BatchOptions opts) : model_(m
   if (opts_.prefill_batch_size <= 0) throw RequestError("[batch] prefill_batch_size must be positive");
   opts_.completion_batch_size = std::max(opts_.completion_batch_size, opts_.prefill_batch_size);
   if (opts_.min_tail < 0) opts_.min_tail = prefill_min_tail(model);
+  if (opts_.ragged != 0) {
+    ragged_ = ragged_supported();
+    if (!ragged_ && opts_.ragged > 0) {
+      throw Error("[batch] ragged batches need the fused CPU fast path (float32 activations, quantized layers it covers)");
+    }
+  }
+  spdlog::debug("batch generator: {} caches", ragged_ ? "ragged (fast path)" : "left-padded (mlx-lm's)");
+}
+
+bool BatchGenerator::ragged_supported() const {
+  const auto& fast = model_.fast_path();
+  if (!fast) return false;
+  LayerCaches probe;
+  for (const auto& c : model_.make_cache()) {
+    if (dynamic_cast<const KVCache*>(c.get()) == nullptr) return false;
+    probe.push_back(std::make_unique<RaggedKVCache>(1, fast->kv_f16()));
+  }
+  try {
+    const int token = 0;
+    (void)model_(mx::array(&token, {1, 1}, mx::int32), &probe);  // built, never evaluated
+    return true;
+  } catch (const Error&) {
+    return false;  // some layer fell back to stock ops (RaggedKVCache::update_and_fetch)
+  }
 }
 
 RowId BatchGenerator::insert(BatchRow row) {
@@ -114,7 +140,16 @@ void BatchGenerator::admit(int n) {
   for (size_t l = 0; l < layers; ++l) {
     std::vector<const KVCacheBase*> layer;
     for (const auto& w : taken) layer.push_back(w.cache[l].get());
-    merged.push_back(merge_layer_caches(layer));
+    if (!ragged_) {
+      merged.push_back(merge_layer_caches(layer));
+      continue;
+    }
+    std::vector<const KVCache*> solo;
+    for (const auto* c : layer) {
+      solo.push_back(dynamic_cast<const KVCache*>(c));
+      if (solo.back() == nullptr) throw Error("[batch] a ragged batch takes rows whose caches are plain KVCaches");
+    }
+    merged.push_back(RaggedKVCache::merge(solo, model_.fast_path()->kv_f16()));
   }
   for (auto& w : taken) prompt_.rows.push_back(std::move(w.row));
   extend_caches(prompt_.cache, merged);
@@ -162,8 +197,7 @@ void BatchGenerator::start_generation(std::vector<int> split) {
   }
   // PromptProcessingBatch.split: a copy filtered to `split`, the original to the rest.
   GenBatch g;
-  for (const auto& c : prompt_.cache) g.cache.push_back(c->clone());
-  filter(g.cache, split);
+  for (const auto& c : prompt_.cache) g.cache.push_back(batch(c).split_off(split));
   filter(prompt_.cache, keep);
   std::vector<int> last;
   for (int i : split) {
@@ -302,6 +336,9 @@ std::vector<BatchToken> BatchGenerator::next() {
     const int floor = std::min(opts_.min_adaptive_chunk, step);
     int fit = floor;
     if (decode_s_ > 0 && prefill_s_per_token_ > 0) fit = static_cast<int>(decode_s_ / prefill_s_per_token_);
+    // A multiple of the attention's query block: each chunk's queries then fall in the blocks
+    // of an unchunked prefill, and the row's logits equal its solo run's.
+    fit -= fit % kernels::kAttentionQueryBlock;
     step = std::clamp(fit, floor, step);
   }
   std::vector<std::vector<int>> chunks;

@@ -48,6 +48,11 @@ struct BatchOptions {
   // through the same kernel however the prompt was chunked. -1: that on the fast path, mlx-lm's
   // chunking (0) in parity mode.
   int min_tail = -1;
+  // Ragged batches (RaggedKVCache: each row's keys in a buffer of its own, no left padding;
+  // rows join and leave without copying the others'): -1 wherever the model's fused CPU blocks
+  // take them (the fast path), 0 never (mlx-lm's left-padded BatchKVCache), 1 always (Error
+  // where the model cannot).
+  int ragged = -1;
   int prefill_batch_size = 8;     // rows prefilled together
   int completion_batch_size = 32; // rows decoding together (at least prefill_batch_size)
 };
@@ -81,6 +86,7 @@ class BatchGenerator {
   int prefilling() const { return static_cast<int>(prompt_.rows.size()); }
   int decoding() const { return static_cast<int>(gen_.rows.size()); }
   int64_t cache_bytes() const;
+  bool ragged() const { return ragged_; }
 
  private:
   struct RowState {
@@ -119,8 +125,12 @@ class BatchGenerator {
   void eval_caches(const Caches& cache) const;
   LayerCaches extract(const Caches& cache, int idx) const;
 
+  // Whether the model's fused blocks take a ragged batch (a graph built, not run, on one).
+  bool ragged_supported() const;
+
   const Model& model_;
   BatchOptions opts_;
+  bool ragged_ = false;
   RowId next_id_ = 1;
   std::deque<Waiting> waiting_;
   PromptBatch prompt_;

@@ -107,11 +107,19 @@ struct KeyRange {
   int first, last;
 };
 KeyRange key_range(const AttentionShape& s, int b, int l) {
-  const int last = s.offset + l;
+  const int last = (s.row_offset.empty() ? s.offset : s.row_offset[b]) + l;
   int first = s.window ? std::max(0, last - *s.window + 1) : 0;
   if (!s.key_start.empty()) first = std::max(first, s.key_start[b]);
   return {std::min(first, last), last};  // a padded query: its own key alone (see AttentionShape)
 }
+
+// Row b's [kv_heads, cap, hd] keys or values and its capacity (a ragged batch's own buffers).
+template <class T>
+const T* row_cache(const AttentionShape& s, const T* base, std::span<const void* const> rows, int b) {
+  if (!rows.empty()) return static_cast<const T*>(rows[b]);
+  return base + static_cast<long>(b) * s.kv_heads * s.cap * s.head_dim;
+}
+int row_cap(const AttentionShape& s, int b) { return s.row_cap.empty() ? s.cap : s.row_cap[b]; }
 
 // The VecOps attention routines for a cache of T (float, or float16 bit patterns).
 auto attend_group_fn(const VecOps& v, const float*) { return v.attend_group; }
@@ -130,7 +138,7 @@ void attention_decode(const KernelContext& ctx, const AttentionShape& s, const s
                       const float* q, const T* kc, const T* vc, float* out) {
   const VecOps& v = vec_ops(ctx.isa());
   const int group = s.heads / s.kv_heads, hd = s.head_dim;
-  const long entry = static_cast<long>(s.kv_heads) * s.cap * hd, qrow = static_cast<long>(s.heads) * hd;
+  const long qrow = static_cast<long>(s.heads) * hd;
   // Row b's tasks are first_task[b].. (kv_head * splits[b] + slice); task t owns group rows of
   // part_out and group pairs of part.
   std::vector<int> first_task(s.batch + 1, 0);
@@ -150,13 +158,15 @@ void attention_decode(const KernelContext& ctx, const AttentionShape& s, const s
     const int span = last - first + 1;
     const int lo = first + static_cast<int>(static_cast<long>(span) * c / sp);
     const int hi = first + static_cast<int>(static_cast<long>(span) * (c + 1) / sp) - 1;
-    const long kv = b * entry + static_cast<long>(kvh) * s.cap * hd;
+    const long kv = static_cast<long>(kvh) * row_cap(s, b) * hd;
+    const T* kb = row_cache(s, kc, s.row_k, b) + kv;
+    const T* vb = row_cache(s, vc, s.row_v, b) + kv;
     const float* qh = q + b * qrow + static_cast<long>(kvh) * group * hd;
     std::vector<float> scores(static_cast<size_t>(group) * (hi - lo + 1));
     // One slice: the final rows; several: unnormalized parts for the merge below.
     float* o = sp == 1 ? out + b * qrow + static_cast<long>(kvh) * group * hd
                        : part_out.data() + static_cast<long>(task) * group * hd;
-    attend_group_fn(v, kc)(qh, group, kc + kv, vc + kv, hd, lo, hi, s.scale, scores.data(), o,
+    attend_group_fn(v, kc)(qh, group, kb, vb, hd, lo, hi, s.scale, scores.data(), o,
                            sp == 1 ? nullptr : part.data() + 2L * task * group);
   });
   if (!merge) return;
@@ -207,13 +217,13 @@ void attention_t(const KernelContext& ctx, const AttentionShape& s, const float*
   // One task per (batch row, kv head, block of queries): each owns its output rows. The query
   // heads of the kv head at all positions of the block are attended together (attend_tile:
   // each key and value row is read about once for all of them, not once per position and head).
-  constexpr int kQBlock = 8;
+  constexpr int kQBlock = kAttentionQueryBlock;
   const int qblocks = (s.L + kQBlock - 1) / kQBlock, per_row = s.kv_heads * qblocks;
-  const long entry = static_cast<long>(s.kv_heads) * s.cap * hd;
   ctx.pool().parallel_for(s.batch * per_row, [&](int task) {
     const int b = task / per_row, kvh = task % per_row / qblocks, qb = task % qblocks;
-    const T* K = kc + b * entry + static_cast<long>(kvh) * s.cap * hd;
-    const T* V = vc + b * entry + static_cast<long>(kvh) * s.cap * hd;
+    const long kv = static_cast<long>(kvh) * row_cap(s, b) * hd;
+    const T* K = row_cache(s, kc, s.row_k, b) + kv;
+    const T* V = row_cache(s, vc, s.row_v, b) + kv;
     const int l0 = qb * kQBlock, P = std::min(s.L, l0 + kQBlock) - l0;
     int first[kQBlock], last[kQBlock];
     for (int p = 0; p < P; ++p) {

@@ -55,6 +55,11 @@ void qlinear_many(const KernelContext& ctx, std::initializer_list<std::pair<QLin
 // `key_start` (empty, or one per batch row: its left padding): row b's keys before
 // key_start[b] are skipped too (mlx-lm's create_causal_mask with left_padding). A query with
 // no key of its own yet (a padded prompt position) attends just its own key (finite; unused).
+// Prefill queries are attended in blocks of this many positions (from the first new one): a
+// query's result depends on its block's other queries (their key ranges group the scores), so
+// chunked prefill matches an unchunked one exactly when chunks are multiples of it.
+inline constexpr int kAttentionQueryBlock = 8;
+
 struct AttentionShape {
   int heads, kv_heads, head_dim, cap, offset, L;
   float scale;
@@ -62,6 +67,11 @@ struct AttentionShape {
   bool kv_f16 = false;
   int batch = 1;
   std::span<const int> key_start = {};
+  // A ragged batch (one buffer per row; kc/vc unused): row b's keys and values at
+  // row_k[b] / row_v[b] ([kv_heads, row_cap[b], hd]), its new queries at cache rows
+  // row_offset[b].. (instead of offset..).
+  std::span<const void* const> row_k = {}, row_v = {};
+  std::span<const int> row_cap = {}, row_offset = {};
 };
 void attention(const KernelContext& ctx, const AttentionShape& s, const float* q, const void* kc, const void* vc,
                float* out);

@@ -62,8 +62,33 @@ void run_mlp(const KernelContext& ctx, const MlpBlockSpec& s, const BlockArrays&
 // rows at once (one pass over each weight matrix for the whole batch); rope, the cache write
 // and attention go per batch row (its position, its left padding).
 // The caches hold float32 or, with s.kv_f16, float16 (bit patterns).
+// The caches one attention block writes: one [batch, kv_heads, cap, head_dim] pair, or (null
+// kc/vc) the ragged rows of s.ragged.
+struct CacheBuffers {
+  int cap = 0;
+  void* kc = nullptr;
+  void* vc = nullptr;
+};
+
+// Row b's cache: its key and value buffers and their capacity (ragged rows grown first for the
+// L new rows).
+struct RowCache {
+  void *k, *v;
+  int cap, pos;
+};
+RowCache row_cache(const AttentionBlockSpec& s, const CacheBuffers& c, int b) {
+  if (!s.ragged) {
+    const long entry = static_cast<long>(b) * s.kv_heads * c.cap * s.head_dim * (s.kv_f16 ? 2 : 4);
+    return {static_cast<std::byte*>(c.kc) + entry, static_cast<std::byte*>(c.vc) + entry, c.cap, s.offset};
+  }
+  auto& row = *s.ragged->rows[b];
+  const int pos = s.ragged->pos[b];
+  row.reserve(s.kv_heads, s.head_dim, s.kv_f16, pos + s.L, pos);
+  return {row.keys(), row.values(), row.cap(), pos};
+}
+
 void run_attention(const KernelContext& ctx, const AttentionBlockSpec& s, const BlockArrays& in,
-                   const float* h, int cap, float* o, void* kc, void* vc, BlockScratch& sc) {
+                   const float* h, const CacheBuffers& caches, float* o, BlockScratch& sc) {
   const int L = s.L, rows = s.batch * L;
   const int qd = s.heads * s.head_dim, kvd = s.kv_heads * s.head_dim;
   const VecOps& v = vec_ops(ctx.isa());
@@ -81,30 +106,43 @@ void run_attention(const KernelContext& ctx, const AttentionBlockSpec& s, const 
     rms_norm_rows(v, k, in[s.k_norm].data<float>(), s.eps, rows * s.kv_heads, s.head_dim, k);
   }
   const bool padded = !s.left_padding.empty();
+  std::vector<const void*> row_k, row_v;
+  std::vector<int> row_cap;
   for (int b = 0; b < s.batch; ++b) {
+    const RowCache rc = row_cache(s, caches, b);
+    if (s.ragged) {
+      row_k.push_back(rc.k);
+      row_v.push_back(rc.v);
+      row_cap.push_back(rc.cap);
+    }
     if (s.rope) {
-      const int pos0 = s.offset - (padded ? s.left_padding[b] : 0);
+      const int pos0 = rc.pos - (padded ? s.left_padding[b] : 0);
       rope_rows(*s.rope, q + static_cast<long>(b) * L * qd, L, s.heads, s.head_dim, pos0);
       rope_rows(*s.rope, k + static_cast<long>(b) * L * kvd, L, s.kv_heads, s.head_dim, pos0);
     }
-    // Cache write: [kv_heads, cap, hd] rows offset..offset+L of this batch entry (float16 ones
+    // Cache write: [kv_heads, cap, hd] rows pos..pos+L of this batch entry (float16 ones
     // rounded to nearest even, as MLX's astype).
-    const long entry = static_cast<long>(b) * s.kv_heads * cap * s.head_dim;
     auto put = [&](void* cache, long row, const float* src) {
-      if (s.kv_f16) v.to_half(src, static_cast<uint16_t*>(cache) + entry + row, s.head_dim);
-      else std::memcpy(static_cast<float*>(cache) + entry + row, src, sizeof(float) * s.head_dim);
+      if (s.kv_f16) v.to_half(src, static_cast<uint16_t*>(cache) + row, s.head_dim);
+      else std::memcpy(static_cast<float*>(cache) + row, src, sizeof(float) * s.head_dim);
     };
     for (int l = 0; l < L; ++l)
       for (int hh = 0; hh < s.kv_heads; ++hh) {
-        const long dst = (static_cast<long>(hh) * cap + s.offset + l) * s.head_dim;
+        const long dst = (static_cast<long>(hh) * rc.cap + rc.pos + l) * s.head_dim;
         const long srco = ((static_cast<long>(b) * L + l) * s.kv_heads + hh) * s.head_dim;
-        put(kc, dst, k + srco);
-        put(vc, dst, val + srco);
+        put(rc.k, dst, k + srco);
+        put(rc.v, dst, val + srco);
       }
   }
-  AttentionShape as{s.heads, s.kv_heads, s.head_dim, cap, s.offset, L, s.scale, s.window, s.kv_f16, s.batch,
+  AttentionShape as{s.heads, s.kv_heads, s.head_dim, caches.cap, s.offset, L, s.scale, s.window, s.kv_f16, s.batch,
                     s.left_padding};
-  attention(ctx, as, q, kc, vc, att);
+  if (s.ragged) {
+    as.row_k = row_k;
+    as.row_v = row_v;
+    as.row_cap = row_cap;
+    as.row_offset = s.ragged->pos;
+  }
+  attention(ctx, as, q, caches.kc, caches.vc, att);
   qlinear(ctx, view(in, s.slots[3]), att, rows, o, decode);
   if (s.post_norm >= 0) rms_norm_rows(v, o, in[s.post_norm].data<float>(), s.eps, rows, s.d, o);
   for (long i = 0, n = static_cast<long>(rows) * s.d; i < n; ++i) o[i] += h[i];
@@ -114,7 +152,9 @@ void run_attention(const KernelContext& ctx, const AttentionBlockSpec& s, const 
 // input buffers themselves when the cache object holds them alone, else new ones the block
 // fills with a copy first (returned true, counted in the context).
 std::pair<bool, bool> cache_outputs(const KernelContext& ctx, const AttentionBlockSpec& s,
-                                    const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs, int first) {
+                                    const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
+  if (s.ragged) return {false, false};
+  const int first = s.cache_out;
   bool copy[2];
   for (int c = 0; c < 2; ++c) {
     const auto& src = inputs[s.cache_first + c];
@@ -130,12 +170,24 @@ std::pair<bool, bool> cache_outputs(const KernelContext& ctx, const AttentionBlo
 }
 
 // Fills the copied caches (see cache_outputs) with their inputs' rows, in the caches' dtype.
-void copy_caches(const AttentionBlockSpec& s, const std::vector<mx::array>& in, std::vector<mx::array>& out, int first,
+void copy_caches(const AttentionBlockSpec& s, const std::vector<mx::array>& in, std::vector<mx::array>& out,
                  std::pair<bool, bool> copy) {
   for (int c = 0; c < 2; ++c) {
     if (!(c == 0 ? copy.first : copy.second)) continue;
-    copy_contiguous(in[s.cache_first + c], out[first + c].data<void>());
+    copy_contiguous(in[s.cache_first + c], out[s.cache_out + c].data<void>());
   }
+}
+
+// The block's caches among the outputs (none for a ragged batch).
+CacheBuffers cache_buffers(const AttentionBlockSpec& s, std::vector<mx::array>& out) {
+  if (s.ragged) return {};
+  return {out[s.cache_out].shape(2), out[s.cache_out].data<void>(), out[s.cache_out + 1].data<void>()};
+}
+
+void add_cache_shapes(const AttentionBlockSpec& s, const std::vector<mx::array>& inputs, std::vector<mx::Shape>& shapes) {
+  if (s.ragged) return;
+  shapes.push_back(inputs[s.cache_first].shape());
+  shapes.push_back(inputs[s.cache_first + 1].shape());
 }
 
 mx::cpu::CommandEncoder& encoder_for(mx::Stream s, const std::vector<mx::array>& inputs,
@@ -166,21 +218,22 @@ void MlpBlockPrimitive::eval_gpu(const std::vector<mx::array>&, mx::array&) {
 }
 
 std::vector<mx::Shape> AttentionBlockPrimitive::output_shapes(const std::vector<mx::array>& inputs) {
-  return {inputs[0].shape(), inputs[spec_.cache_first].shape(), inputs[spec_.cache_first + 1].shape()};
+  std::vector<mx::Shape> shapes{inputs[0].shape()};
+  add_cache_shapes(spec_, inputs, shapes);
+  return shapes;
 }
 
 void AttentionBlockPrimitive::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   outputs[0].set_data(mx::allocator::malloc(outputs[0].nbytes()));
-  auto copy = cache_outputs(*ctx_, spec_, inputs, outputs, 1);
+  auto copy = cache_outputs(*ctx_, spec_, inputs, outputs);
   auto& enc = encoder_for(stream(), inputs, outputs);
   enc.dispatch([in = weak_copies(inputs), out = weak_copies(outputs), ctx = ctx_, s = spec_, copy]() mutable {
     KernelContext::Timer timer(*ctx);
-    copy_caches(s, in, out, 1, copy);
+    copy_caches(s, in, out, copy);
     std::vector<float> hs;
     const float* h = contiguous_f32(in[0], hs);
     BlockScratch sc;
-    run_attention(*ctx, s, {in, {}}, h, out[1].shape(2), out[0].data<float>(), out[1].data<void>(), out[2].data<void>(),
-                  sc);
+    run_attention(*ctx, s, {in, {}}, h, cache_buffers(s, out), out[0].data<float>(), sc);
   });
 }
 
@@ -190,19 +243,14 @@ void AttentionBlockPrimitive::eval_gpu(const std::vector<mx::array>&, std::vecto
 
 std::vector<mx::Shape> DecoderStackPrimitive::output_shapes(const std::vector<mx::array>& inputs) {
   std::vector<mx::Shape> shapes{inputs[0].shape()};
-  for (const auto& a : spec_->attn) {
-    shapes.push_back(inputs[a.cache_first].shape());
-    shapes.push_back(inputs[a.cache_first + 1].shape());
-  }
+  for (const auto& a : spec_->attn) add_cache_shapes(a, inputs, shapes);
   return shapes;
 }
 
 void DecoderStackPrimitive::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   outputs[0].set_data(mx::allocator::malloc(outputs[0].nbytes()));
   std::vector<std::pair<bool, bool>> copies;
-  for (size_t i = 0; i < spec_->attn.size(); ++i) {
-    copies.push_back(cache_outputs(*ctx_, spec_->attn[i], inputs, outputs, 1 + 2 * static_cast<int>(i)));
-  }
+  for (const auto& a : spec_->attn) copies.push_back(cache_outputs(*ctx_, a, inputs, outputs));
   auto& enc = encoder_for(stream(), inputs, outputs);
   enc.dispatch([in = weak_copies(inputs), out = weak_copies(outputs), ctx = ctx_, spec = spec_,
                 copies = std::move(copies)]() mutable {
@@ -219,10 +267,8 @@ void DecoderStackPrimitive::eval_cpu(const std::vector<mx::array>& inputs, std::
     const auto& attn = spec->attn;
     const auto& mlp = spec->mlp;
     for (size_t i = 0; i < attn.size(); ++i) {
-      const int first = 1 + 2 * static_cast<int>(i);
-      copy_caches(attn[i], in, out, first, copies[i]);
-      run_attention(*ctx, attn[i], arrays, i == 0 ? h : hout, out[first].shape(2), mid.data(), out[first].data<void>(),
-                    out[first + 1].data<void>(), sc);
+      copy_caches(attn[i], in, out, copies[i]);
+      run_attention(*ctx, attn[i], arrays, i == 0 ? h : hout, cache_buffers(attn[i], out), mid.data(), sc);
       run_mlp(*ctx, mlp[i], arrays, mid.data(), rows, d, hout, sc, in[0].shape(1) == 1);
     }
   });

@@ -12,6 +12,7 @@
 
 #include "kernels/block_kernels.h"
 #include "kernels/kernel_context.h"
+#include "kernels/kv_rows.h"
 
 namespace mlxcpp::kernels {
 
@@ -68,7 +69,7 @@ struct AttentionBlockSpec {
   float eps, scale;
   std::optional<int> window;
   std::shared_ptr<const RopeSpec> rope;  // null: no rotary embedding on this layer
-  std::vector<LinearSlot> slots;          // q, k, v, o
+  std::vector<LinearSlot> slots = {};     // q, k, v, o
   int norm = 1;                           // input index of the input norm's weight [d]
   int cache_first;                        // index of the key cache; the value cache follows
   bool exclusive = false;                 // write the caches in place (see AttentionBlockArgs)
@@ -77,14 +78,20 @@ struct AttentionBlockSpec {
   int post_norm = -1;                     // input index of the o projection's post-norm weight
   // A batch cache's rows: row b's first left_padding[b] cache rows are padding (skipped), its
   // new tokens sit at RoPE positions offset - left_padding[b] + l. Empty: no padding.
-  std::vector<int> left_padding;
+  std::vector<int> left_padding = {};
+  // A ragged batch: the rows' own buffers, which the block grows and writes itself (no cache
+  // inputs or outputs then: cache_first and cache_out are -1).
+  std::shared_ptr<const RaggedRows> ragged = nullptr;
+  int cache_out = -1;  // index of the updated key cache among the outputs; the value cache follows
 };
 
 // inputs: h [B, L, d], norm_w, q, k, v, o (LinearSlots), [q/k/post norm weights,] key cache, value cache
 // ([B, kv_heads, cap, head_dim], both float32 or both float16; the new rows go to offset..
 // offset + L - 1 of every batch row); outputs: h + o(attn), updated key and value caches
 // (the input buffers, updated in place when spec.exclusive says nobody else holds them; else
-// copied first and counted in KernelContext::cache_copies).
+// copied first and counted in KernelContext::cache_copies). A ragged batch (spec.ragged) has
+// no cache inputs or outputs; its inputs may end with arrays the block must run after (the
+// last writers of its rows).
 class AttentionBlockPrimitive : public mlx::core::Primitive {
  public:
   AttentionBlockPrimitive(mlx::core::Stream s, std::shared_ptr<const KernelContext> ctx, AttentionBlockSpec spec)
@@ -100,8 +107,8 @@ class AttentionBlockPrimitive : public mlx::core::Primitive {
 };
 
 // inputs: h [B, L, d], then every layer's arrays where its specs say (inputs or held); outputs: h after all
-// layers (each an attention block then an MLP block), then each layer's key and value caches
-// (as AttentionBlockPrimitive's). One MLX op for a whole decoder stack: MLX's per-op dispatch
+// layers (each an attention block then an MLP block), then each non-ragged layer's key and
+// value caches (as AttentionBlockPrimitive's). One MLX op for a whole decoder stack: MLX's per-op dispatch
 // (~10 µs each on this CPU) and graph building leave a decode step.
 struct DecoderStackSpec {
   std::vector<AttentionBlockSpec> attn;  // one per layer

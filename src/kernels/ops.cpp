@@ -254,35 +254,76 @@ bool padding_ok(const mx::array& h, const AttentionBlockArgs& a) {
          std::all_of(a.left_padding.begin(), a.left_padding.end(), [&](int p) { return p >= 0 && p <= end; });
 }
 
+// The caches: a pair of buffers covering offset + L rows of every batch row, or a ragged batch's
+// rows (every one laid out for this layer, or not yet).
+bool caches_ok(const mx::array& h, const AttentionBlockInputs& in) {
+  const auto& a = in.args;
+  if (a.ragged) {
+    const auto& r = *a.ragged;
+    const auto batch = static_cast<size_t>(h.shape(0));
+    return !in.k_cache && !in.v_cache && a.left_padding.empty() && r.rows.size() == batch && r.pos.size() == batch &&
+           std::all_of(r.rows.begin(), r.rows.end(), [&](const auto& row) {
+             return row && (!row->laid_out() || (row->kv_heads() == a.kv_heads && row->head_dim() == a.head_dim &&
+                                                 row->f16() == a.ragged_f16));
+           }) &&
+           std::all_of(r.pos.begin(), r.pos.end(), [](int p) { return p >= 0; });
+  }
+  if (!in.k_cache || !in.v_cache) return false;
+  const auto &kc = *in.k_cache, &vc = *in.v_cache;
+  return kc.ndim() == 4 && vc.ndim() == 4 && kc.shape(0) == h.shape(0) && vc.shape(0) == h.shape(0) &&
+         kc.shape(2) >= a.offset + h.shape(1) && vc.shape(2) == kc.shape(2) && padding_ok(h, a) &&
+         (kc.dtype() == mx::float32 || kc.dtype() == mx::float16) && vc.dtype() == kc.dtype() &&
+         kc.shape(3) == a.head_dim && vc.shape(3) == a.head_dim;
+}
+
 bool attention_ok(const mx::array& h, const AttentionBlockInputs& in) {
   const auto& a = in.args;
-  return h.dtype() == mx::float32 && h.ndim() == 3 && in.k_cache.ndim() == 4 && in.v_cache.ndim() == 4 &&
-         in.k_cache.shape(0) == h.shape(0) && in.v_cache.shape(0) == h.shape(0) &&
-         in.k_cache.shape(2) >= a.offset + h.shape(1) && in.v_cache.shape(2) == in.k_cache.shape(2) &&
-         padding_ok(h, a) && norm_ok(in.norm_w, h.shape(2)) && block_ok(in.q) &&
-         block_ok(in.k) && block_ok(in.v) && block_ok(in.o) &&
-         (in.k_cache.dtype() == mx::float32 || in.k_cache.dtype() == mx::float16) &&
-         in.v_cache.dtype() == in.k_cache.dtype() && in.k_cache.shape(3) == a.head_dim && in.v_cache.shape(3) == a.head_dim &&
+  return h.dtype() == mx::float32 && h.ndim() == 3 && caches_ok(h, in) && norm_ok(in.norm_w, h.shape(2)) &&
+         block_ok(in.q) && block_ok(in.k) && block_ok(in.v) && block_ok(in.o) &&
          a.q_norm.has_value() == a.k_norm.has_value() && (!a.q_norm || norm_ok(*a.q_norm, a.head_dim)) &&
          (!a.k_norm || norm_ok(*a.k_norm, a.head_dim)) && (!a.post_norm || norm_ok(*a.post_norm, h.shape(2)));
 }
 
-AttentionBlockSpec add_attention(Placer& p, const mx::array& h, const AttentionBlockInputs& in) {
+// `outputs`: how many outputs the primitive has so far (the block's caches come next).
+AttentionBlockSpec add_attention(Placer& p, const mx::array& h, const AttentionBlockInputs& in, int& outputs) {
   const auto& a = in.args;
-  AttentionBlockSpec spec{h.shape(0), h.shape(1), h.shape(2), a.heads, a.kv_heads, a.head_dim, a.offset,
-                          a.eps, a.scale, a.window, a.rope, {}, 0, 0, a.exclusive};
-  spec.kv_f16 = in.k_cache.dtype() == mx::float16;
+  AttentionBlockSpec spec{.batch = h.shape(0), .L = h.shape(1), .d = h.shape(2), .heads = a.heads,
+                          .kv_heads = a.kv_heads, .head_dim = a.head_dim, .offset = a.offset, .eps = a.eps,
+                          .scale = a.scale, .window = a.window, .rope = a.rope, .cache_first = 0,
+                          .exclusive = a.exclusive};
+  spec.kv_f16 = a.ragged ? a.ragged_f16 : in.k_cache->dtype() == mx::float16;
   spec.norm = p.add({in.norm_w});
   for (const auto* l : {&in.q, &in.k, &in.v, &in.o}) spec.slots.push_back(add_linear(p, *l));
   spec.q_norm = p.add_optional(a.q_norm);
   spec.k_norm = p.add_optional(a.k_norm);
   spec.post_norm = p.add_optional(a.post_norm);
   spec.left_padding = a.left_padding;
-  // The caches are always inputs (and outputs), together.
+  if (a.ragged) {
+    spec.ragged = a.ragged;
+    spec.cache_first = -1;
+    // The rows' last writers, once each (the layers of a stack share them), while pending.
+    for (const auto& w : a.after) {
+      const bool placed =
+          std::any_of(p.inputs.begin(), p.inputs.end(), [&](const mx::array& i) { return i.id() == w.id(); });
+      if (!w.is_available() && !placed) p.inputs.push_back(w);
+    }
+    return spec;
+  }
+  // The caches are inputs (and outputs), together.
   spec.cache_first = static_cast<int>(p.inputs.size());
-  p.inputs.push_back(in.k_cache);
-  p.inputs.push_back(in.v_cache);
+  p.inputs.push_back(*in.k_cache);
+  p.inputs.push_back(*in.v_cache);
+  spec.cache_out = outputs;
+  outputs += 2;
   return spec;
+}
+
+void add_cache_outputs(const AttentionBlockInputs& in, std::vector<mx::Shape>& shapes, std::vector<mx::Dtype>& dtypes) {
+  if (in.args.ragged) return;
+  for (const auto* c : {&in.k_cache, &in.v_cache}) {
+    shapes.push_back((*c)->shape());
+    dtypes.push_back((*c)->dtype());
+  }
 }
 
 }  // namespace
@@ -300,18 +341,18 @@ std::optional<mx::array> mlp_block(const mx::array& h, const mx::array& norm_w, 
                    std::move(inputs));
 }
 
-std::optional<std::vector<mx::array>> attention_block(const mx::array& h, const mx::array& norm_w, const BlockLinear& q,
-                                                      const BlockLinear& k, const BlockLinear& v, const BlockLinear& o,
-                                                      const mx::array& k_cache, const mx::array& v_cache,
-                                                      const AttentionBlockArgs& a, const FastPath& fast) {
-  AttentionBlockInputs in{norm_w, q, k, v, o, k_cache, v_cache, a};
+std::optional<std::vector<mx::array>> attention_block(const mx::array& h, const AttentionBlockInputs& in,
+                                                      const FastPath& fast) {
   if (!use_fast(fast) || !attention_ok(h, in)) return std::nullopt;
   std::vector<mx::array> inputs{h};
   Placer p{inputs};
-  auto spec = add_attention(p, h, in);
+  int outputs = 1;
+  auto spec = add_attention(p, h, in, outputs);
+  std::vector<mx::Shape> shapes{h.shape()};
+  std::vector<mx::Dtype> dtypes{mx::float32};
+  add_cache_outputs(in, shapes, dtypes);
   auto s = mx::default_stream(mx::Device::cpu);
-  return mx::array::make_arrays({h.shape(), k_cache.shape(), v_cache.shape()},
-                                {mx::float32, k_cache.dtype(), v_cache.dtype()},
+  return mx::array::make_arrays(std::move(shapes), std::move(dtypes),
                                 std::make_shared<AttentionBlockPrimitive>(s, fast, std::move(spec)), std::move(inputs));
 }
 
@@ -326,13 +367,11 @@ std::optional<std::vector<mx::array>> decoder_stack(const mx::array& h, const st
   Placer p{inputs, &spec->held};
   std::vector<mx::Shape> shapes{h.shape()};
   std::vector<mx::Dtype> dtypes{mx::float32};
+  int outputs = 1;
   for (const auto& l : layers) {
-    spec->attn.push_back(add_attention(p, h, l.attn));
+    spec->attn.push_back(add_attention(p, h, l.attn, outputs));
     spec->mlp.push_back(add_mlp(p, l.mlp));
-    shapes.push_back(l.attn.k_cache.shape());
-    shapes.push_back(l.attn.v_cache.shape());
-    dtypes.push_back(l.attn.k_cache.dtype());
-    dtypes.push_back(l.attn.v_cache.dtype());
+    add_cache_outputs(l.attn, shapes, dtypes);
   }
   auto s = mx::default_stream(mx::Device::cpu);
   return mx::array::make_arrays(std::move(shapes), dtypes,

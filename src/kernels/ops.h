@@ -7,11 +7,13 @@
 #include <memory>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include <mlx/array.h>
 
 #include "kernels/block_kernels.h"
 #include "kernels/kernel_context.h"
+#include "kernels/kv_rows.h"
 
 namespace mlxcpp::kernels {
 
@@ -93,27 +95,32 @@ struct AttentionBlockArgs {
   // A batch cache's per-row left padding (BatchKVCache: empty = none): row b attends cache rows
   // left_padding[b].. only, and its new tokens take RoPE positions offset - left_padding[b] + l.
   std::vector<int> left_padding = {};
+  // A ragged batch instead of cache arrays: the rows' own buffers (RaggedRows: row b's tokens
+  // before this block, its new ones at RoPE positions pos[b]..), float16 ones with ragged_f16;
+  // `after`: arrays whose computation last wrote those rows (this block runs after them).
+  std::shared_ptr<const RaggedRows> ragged = nullptr;
+  bool ragged_f16 = false;
+  std::vector<mlx::core::array> after = {};
 };
 
-// {h + o(attention), key cache, value cache}: norm, q/k/v, rope, cache write at `offset` (every
-// batch row's), causal attention over the cache, o projection, residual. The caches are
-// [B, kv_heads, cap, head_dim] float32 or float16 buffers with cap >= offset + L (see
-// KVCache::take_for_update).
-std::optional<std::vector<mlx::core::array>> attention_block(const mlx::core::array& h, const mlx::core::array& norm_w,
-                                                             const BlockLinear& q, const BlockLinear& k,
-                                                             const BlockLinear& v, const BlockLinear& o,
-                                                             const mlx::core::array& k_cache,
-                                                             const mlx::core::array& v_cache,
-                                                             const AttentionBlockArgs& args, const FastPath& fast);
-
-// One decoder layer for decoder_stack: an attention block (as attention_block's arguments) then
-// an MLP block (as mlp_block's).
+// The arrays of one attention block: the caches are [B, kv_heads, cap, head_dim] float32 or
+// float16 buffers with cap >= offset + L (see KVCache::take_for_update), absent for a ragged
+// batch (args.ragged).
 struct AttentionBlockInputs {
   mlx::core::array norm_w;
   BlockLinear q, k, v, o;
-  mlx::core::array k_cache, v_cache;
+  std::optional<mlx::core::array> k_cache, v_cache;
   AttentionBlockArgs args;
 };
+
+// {h + o(attention)[, key cache, value cache]}: norm, q/k/v, rope, cache write at `offset`
+// (every batch row's; a ragged row's at its own position), causal attention over the cache, o
+// projection, residual. The updated caches come back unless the batch is ragged.
+std::optional<std::vector<mlx::core::array>> attention_block(const mlx::core::array& h,
+                                                             const AttentionBlockInputs& in, const FastPath& fast);
+
+// One decoder layer for decoder_stack: an attention block (as attention_block's arguments) then
+// an MLP block (as mlp_block's).
 struct MlpBlockInputs {
   mlx::core::array norm_w;
   float eps;
@@ -126,7 +133,7 @@ struct DecoderLayerInputs {
   MlpBlockInputs mlp;
 };
 
-// {h after every layer, then each layer's key and value caches}: what attention_block then
+// {h after every layer, then each non-ragged layer's key and value caches}: what attention_block then
 // mlp_block per layer give, in one primitive. nullopt where the fast path does not apply to
 // some layer (the caller runs the layers one by one).
 std::optional<std::vector<mlx::core::array>> decoder_stack(const mlx::core::array& h,

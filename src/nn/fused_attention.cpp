@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cache/batch_kv_cache.h"
+#include "cache/ragged_kv_cache.h"
 
 namespace mx = mlx::core;
 
@@ -11,13 +12,18 @@ namespace mlxcpp {
 namespace {
 
 // The caches the block kernels write: a plain KVCache (its mask is causal, or none for one
-// token, or for a sliding-window layer causal within the window: the kernel applies either) or
-// a BatchKVCache (the same per row, its left padding skipped).
+// token, or for a sliding-window layer causal within the window: the kernel applies either), a
+// BatchKVCache (the same per row, its left padding skipped) or a RaggedKVCache (each row its
+// own buffer).
 class CacheRef {
  public:
   // For x [batch, n, d].
   static std::optional<CacheRef> of(KVCacheBase* cache, int batch, int n) {
-    if (auto* kv = dynamic_cast<KVCache*>(cache)) return CacheRef(kv, nullptr);
+    if (auto* kv = dynamic_cast<KVCache*>(cache)) return CacheRef(kv, nullptr, nullptr);
+    if (auto* rc = dynamic_cast<RaggedKVCache*>(cache)) {
+      if (rc->batch_size() != batch) return std::nullopt;
+      return CacheRef(nullptr, nullptr, rc);
+    }
     auto* bc = dynamic_cast<BatchKVCache*>(cache);
     if (bc == nullptr || bc->pending_right_padding() || bc->batch_size() != batch) return std::nullopt;
     // Row b's tokens are cache rows left_padding[b].. (a padded prompt's padding may still be
@@ -26,9 +32,14 @@ class CacheRef {
       const int pad = bc->left_padding()[b];
       if (pad < 0 || pad > bc->offset() + n || bc->offsets()[b] != bc->offset() - pad) return std::nullopt;
     }
-    return CacheRef(nullptr, bc);
+    return CacheRef(nullptr, bc, nullptr);
   }
-  KVCacheBase* base() const { return kv_ ? static_cast<KVCacheBase*>(kv_) : batch_; }
+  KVCacheBase* base() const {
+    if (kv_) return kv_;
+    if (batch_) return batch_;
+    return ragged_;
+  }
+  RaggedKVCache* ragged() const { return ragged_; }
   // The rows' left padding; empty where there is none.
   std::vector<int> left_padding() const {
     if (!batch_) return {};
@@ -47,9 +58,10 @@ class CacheRef {
   }
 
  private:
-  CacheRef(KVCache* kv, BatchKVCache* batch) : kv_(kv), batch_(batch) {}
+  CacheRef(KVCache* kv, BatchKVCache* batch, RaggedKVCache* ragged) : kv_(kv), batch_(batch), ragged_(ragged) {}
   KVCache* kv_;
   BatchKVCache* batch_;
+  RaggedKVCache* ragged_;
 };
 
 // An attention layer the block kernels cover, with its cache; nullopt where they don't.
@@ -73,7 +85,9 @@ std::optional<CoveredAttention> covered(const mx::array& x, const FusedAttention
   auto q = layer.q.block_view(), k = layer.k.block_view(), v = layer.v.block_view(), o = layer.o.block_view();
   if (!q || !k || !v || !o) return std::nullopt;
   mx::Dtype kv_dtype = fast->kv_f16() ? mx::float16 : mx::float32;
-  if (!ref->base()->empty()) {
+  if (ref->ragged()) {
+    kv_dtype = ref->ragged()->f16() ? mx::float16 : mx::float32;
+  } else if (!ref->base()->empty()) {
     auto state = ref->base()->state_to_eval();  // looked at, not kept
     kv_dtype = state[0].dtype();
     if ((state[0].dtype() != mx::float32 && state[0].dtype() != mx::float16) || state[1].dtype() != state[0].dtype() ||
@@ -94,15 +108,43 @@ std::optional<CoveredAttention> covered(const mx::array& x, const FusedAttention
   args.k_norm = layer.k_norm;
   args.post_norm = layer.post_norm;
   args.left_padding = ref->left_padding();
+  if (auto* r = ref->ragged()) {
+    args.ragged = r->rows_for_update();
+    args.ragged_f16 = r->f16();
+    args.after = r->pending();
+  }
   return CoveredAttention{*ref, kv_dtype, std::move(args), *q, *k, *v, *o};
 }
 
-// The cache's buffers grown for L more rows and handed over: the block writes the new rows
-// into them itself when nobody else holds them. (MLX's is_donatable cannot tell: the graph and
-// the block's sibling outputs hold them too.)
-std::pair<mx::array, mx::array> take_cache(CoveredAttention& a, const mx::array& x) {
-  a.args.exclusive = a.cache.exclusive();
-  return a.cache.take(x.shape(0), a.args.kv_heads, x.shape(1), a.args.head_dim, a.kv_dtype);
+// The block's inputs, with the cache's buffers grown for L more rows and handed over: the
+// block writes the new rows into them itself when nobody else holds them. (MLX's
+// is_donatable cannot tell: the graph and the block's sibling outputs hold them too.) A
+// ragged batch hands over its rows (in args) instead.
+kernels::AttentionBlockInputs take_cache(CoveredAttention& a, const mx::array& norm_w, const mx::array& x) {
+  kernels::AttentionBlockInputs in{norm_w, a.q, a.k, a.v, a.o, std::nullopt, std::nullopt, a.args};
+  if (a.cache.ragged()) return in;
+  in.args.exclusive = a.cache.exclusive();
+  auto [kc, vc] = a.cache.take(x.shape(0), a.args.kv_heads, x.shape(1), a.args.head_dim, a.kv_dtype);
+  in.k_cache = std::move(kc);
+  in.v_cache = std::move(vc);
+  return in;
+}
+
+// After the block: its cache outputs (out[next], out[next + 1], then next += 2) committed, or
+// for a ragged batch its n new tokens per row (written by the block, out[0]). Without `out`
+// the buffers go back untouched.
+void commit_cache(const CoveredAttention& a, const kernels::AttentionBlockInputs& in,
+                  const std::optional<std::vector<mx::array>>& out, int n, size_t& next) {
+  if (auto* r = a.cache.ragged()) {
+    if (out) r->commit_update(n, (*out)[0]);
+    return;
+  }
+  if (!out) {
+    a.cache.commit(*in.k_cache, *in.v_cache, 0, in.args.exclusive);
+    return;
+  }
+  a.cache.commit((*out)[next], (*out)[next + 1], n, true);
+  next += 2;
 }
 
 }  // namespace
@@ -111,13 +153,11 @@ std::optional<mx::array> fused_attention_block(const mx::array& x, const FusedAt
                                                KVCacheBase* cache, const kernels::FastPath& fast) {
   auto a = covered(x, layer, cache, fast);
   if (!a) return std::nullopt;
-  auto [kc, vc] = take_cache(*a, x);
-  auto out = kernels::attention_block(x, layer.norm_w, a->q, a->k, a->v, a->o, kc, vc, a->args, fast);
-  if (!out) {
-    a->cache.commit(std::move(kc), std::move(vc), 0, a->args.exclusive);  // untouched: give them back
-    return std::nullopt;
-  }
-  a->cache.commit((*out)[1], (*out)[2], x.shape(1), true);
+  auto in = take_cache(*a, layer.norm_w, x);
+  auto out = kernels::attention_block(x, in, fast);
+  size_t next = 1;
+  commit_cache(*a, in, out, x.shape(1), next);
+  if (!out) return std::nullopt;
   return (*out)[0];
 }
 
@@ -135,15 +175,10 @@ std::optional<mx::array> fused_decoder_stack(const mx::array& x, const std::vect
     mlp.push_back({m.norm_w, m.eps, *g, *u, *d, m.act, m.post_norm});
   }
   std::vector<kernels::DecoderLayerInputs> in;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    auto [kc, vc] = take_cache(attn[i], x);
-    in.push_back({{layers[i].attn.norm_w, attn[i].q, attn[i].k, attn[i].v, attn[i].o, kc, vc, attn[i].args}, mlp[i]});
-  }
+  for (size_t i = 0; i < layers.size(); ++i) in.push_back({take_cache(attn[i], layers[i].attn.norm_w, x), mlp[i]});
   auto out = kernels::decoder_stack(x, in, fast);
-  for (size_t i = 0; i < layers.size(); ++i) {
-    if (out) attn[i].cache.commit((*out)[1 + 2 * i], (*out)[2 + 2 * i], x.shape(1), true);
-    else attn[i].cache.commit(in[i].attn.k_cache, in[i].attn.v_cache, 0, attn[i].args.exclusive);
-  }
+  size_t next = 1;
+  for (size_t i = 0; i < layers.size(); ++i) commit_cache(attn[i], in[i].attn, out, x.shape(1), next);
   if (!out) return std::nullopt;
   return (*out)[0];
 }

@@ -1,6 +1,7 @@
 // A pre-norm attention block (norm, q/k/v, [q/k norms,] rope, KV-cache write, causal or
 // sliding-window attention, o projection, [post-norm,] residual) as one primitive on the CPU
-// fast path, over a plain KVCache or a BatchKVCache. Families call it first and compose stock
+// fast path, over a plain KVCache, a BatchKVCache or a RaggedKVCache (which only these blocks
+// write: a model given one must not fall back). Families call it first and compose stock
 // ops when it returns nullopt (parity mode, GPU, layouts or caches not covered).
 #pragma once
 

@@ -126,8 +126,7 @@ TEST_P(DecoderStack, EqualsTheBlocksOneByOne) {
   std::vector<mx::array> ref_out;
   for (int i = 0; i < layers; ++i) {
     auto in = inputs(w[i], ref_caches[2 * i], ref_caches[2 * i + 1], c.offset, false);
-    auto att = attention_block(x, in.attn.norm_w, in.attn.q, in.attn.k, in.attn.v, in.attn.o, in.attn.k_cache,
-                               in.attn.v_cache, in.attn.args, fast);
+    auto att = attention_block(x, in.attn, fast);
     ASSERT_TRUE(att);
     auto m = in.mlp;
     auto mlp = mlp_block((*att)[0], m.norm_w, m.eps, m.gate, m.up, m.down, fast, m.act, m.post_norm);
