@@ -1,5 +1,7 @@
 #include "chat/chat_template.h"
 
+#include <string>
+
 #include "core/errors.h"
 #include "tokenizer/bridge_util.h"
 #include "tokenizer/tokenizer.h"
@@ -43,11 +45,48 @@ OrderedJson context_of(const ChatTemplateInputs& in) {
   return ctx;
 }
 
+// The text a continued final message ends with: its content, or its last part with a text.
+std::string final_text(const Message& m, const std::string& origin) {
+  if (m.content) return *m.content;
+  if (m.parts) {
+    for (auto it = m.parts->rbegin(); it != m.parts->rend(); ++it) {
+      if (it->value.contains("text") && it->value["text"].is_string()) return it->value["text"].get<std::string>();
+    }
+  }
+  throw TemplateError(origin + ": continue_final_message: the final message has no text to continue");
+}
+
+std::string strip(const std::string& s, bool left, bool right) {
+  const char* ws = " \t\n\r\f\v";
+  size_t b = left ? s.find_first_not_of(ws) : 0, e = right ? s.find_last_not_of(ws) : s.size() - 1;
+  if (b == std::string::npos || e == std::string::npos || s.empty()) return "";
+  return s.substr(b, e - b + 1);
+}
+
+// transformers' apply_chat_template(continue_final_message=True): the rendering up to the end of
+// the final message's text (its last occurrence; trailing whitespace the template trimmed is
+// not restored).
+std::string cut_after_final(const std::string& rendered, const Message& final, const std::string& origin) {
+  const std::string text = final_text(final, origin), stripped = strip(text, true, true);
+  const size_t at = rendered.rfind(stripped);
+  if (at == std::string::npos) {
+    throw TemplateError(origin + ": continue_final_message: the final message does not appear in the rendered "
+                                 "chat (the template changes it)");
+  }
+  const std::string lead_stripped = strip(text, true, false);
+  if (rendered.compare(at, lead_stripped.size(), lead_stripped) == 0) return rendered.substr(0, at + lead_stripped.size());
+  return rendered.substr(0, at + stripped.size());
+}
+
 }  // namespace
 
 std::string ChatTemplate::render(const ChatTemplateInputs& inputs) const {
   if (inputs.messages.empty()) {
     throw TemplateError(impl_->origin + ": cannot apply a chat template to an empty conversation");
+  }
+  if (inputs.continue_final_message && inputs.add_generation_prompt) {
+    throw TemplateError(impl_->origin + ": continue_final_message and add_generation_prompt exclude each other "
+                                        "(continue the final message, or open a new assistant turn)");
   }
   std::string ctx = context_of(inputs).dump(-1, ' ', false, OrderedJson::error_handler_t::strict);
   bridge::Status st;
@@ -56,7 +95,9 @@ std::string ChatTemplate::render(const ChatTemplateInputs& inputs) const {
                                  inputs.fixed_now.size(), &out, &st.err);
   if (st.rc == MLXCPP_RAISED) throw TemplateError(impl_->origin + ": raise_exception: " + st.message());
   if (!st.ok()) throw TemplateError(impl_->origin + ": chat template failed: " + st.message());
-  return bridge::take(out);
+  std::string rendered = bridge::take(out);
+  if (!inputs.continue_final_message) return rendered;
+  return cut_after_final(rendered, inputs.messages.back(), impl_->origin);
 }
 
 OrderedJson special_token_variables(const Tokenizer& tokenizer) {

@@ -18,6 +18,10 @@ struct ChatTemplateInputs {
   std::optional<std::vector<OrderedJson>> tools;      // JSON schemas; nullopt = None
   std::optional<std::vector<OrderedJson>> documents;  // [{"title", "text"}]; nullopt = None
   bool add_generation_prompt = false;
+  // transformers' continue_final_message: the rendering stops right after the last message's
+  // text (its end-of-turn markup cut), so that the model goes on with that message (assistant
+  // prefill). Not with add_generation_prompt.
+  bool continue_final_message = false;
   // Template variables: the tokenizer's special tokens (bos_token, eos_token, ...) first, then
   // extra kwargs such as enable_thinking, which override them (transformers' order).
   OrderedJson variables = OrderedJson::object();

@@ -97,6 +97,20 @@ void finish_gen_params(const GenParams& g, const sched::ServedModel& m, const Se
   out.output.top_logprobs = g.top_logprobs;
 }
 
+void read_continuation(const Fields& f, ChatCall& call) {
+  const auto agp = f.boolean("add_generation_prompt");
+  call.continue_final_message = f.boolean("continue_final_message").value_or(false);
+  call.add_generation_prompt = agp.value_or(!call.continue_final_message);
+  if (!call.continue_final_message) return;
+  if (call.add_generation_prompt) {
+    f.fail("continue_final_message", "excludes 'add_generation_prompt': true (continue the last message, or open a "
+                                     "new assistant turn)");
+  }
+  if (call.messages.empty() || call.messages.back().role != "assistant") {
+    f.fail("continue_final_message", "needs the last message to be the assistant's");
+  }
+}
+
 void check_model_field(const Fields& f, const sched::ServedModel& m) {
   auto name = f.str("model");
   if (name && *name != m.id) {
@@ -124,6 +138,7 @@ PreparedCall render_chat(const sched::ServedModel& m, const ChatCall& call) {
   in.messages = call.messages;
   if (use_tools) in.tools = call.tools;
   in.add_generation_prompt = call.add_generation_prompt;
+  in.continue_final_message = call.continue_final_message;
   in.variables = chat_template_variables(m.tokenizer, kwargs);
   p.prompt_text = m.chat_template->render(in);
 
@@ -138,6 +153,9 @@ PreparedCall render_chat(const sched::ServedModel& m, const ChatCall& call) {
     out.tool_format = m.tool_format;
     for (const auto& t : call.tools) out.tools.push_back(t.at("function"));
     if (call.tool_choice != "auto") {
+      if (call.continue_final_message) {
+        throw FieldError("tool_choice", "a forced tool call cannot continue the final assistant message");
+      }
       const std::string name = call.tool_choice == "required" ? "" : call.tool_choice;
       out.forced_prefix = forced_tool_call_prefix(m.tool_format, name);
       if (out.forced_prefix.empty()) {

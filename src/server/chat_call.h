@@ -41,6 +41,9 @@ struct ChatCall {
   Json template_kwargs = Json::object();
   std::optional<bool> enable_thinking;  // reasoning on/off (reasoning_effort, thinking)
   bool add_generation_prompt = true;
+  // Assistant prefill: the reply continues the last (assistant) message (transformers'
+  // continue_final_message; add_generation_prompt off).
+  bool continue_final_message = false;
   GenParams gen;
 };
 
@@ -66,6 +69,10 @@ PreparedCall prepare_chat(const sched::Engine& engine, const ChatCall& call, con
 // A raw prompt (text or token ids) for /v1/completions.
 PreparedCall prepare_completion(const sched::Engine& engine, const std::vector<int>& ids, const std::string& text,
                                 const GenParams& gen, const ServerDefaults& d);
+
+// vLLM's add_generation_prompt / continue_final_message fields of an OpenAI-shaped body (the
+// latter needs the last message to be the assistant's; both true is a FieldError).
+void read_continuation(const Fields& f, ChatCall& call);
 
 // The body's "model": absent, or the served model's id (else HttpStatusError 404 naming the
 // model that is served).

@@ -55,7 +55,7 @@ void tokenize(ServerContext& ctx, const HttpRequest& req, const std::shared_ptr<
     for (size_t i = 0; i < msgs->size(); ++i) {
       call.messages.push_back(openai::parse_chat_message((*msgs)[i], fmt::format("messages[{}]", i)));
     }
-    call.add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);
+    read_continuation(f, call);
     PreparedCall p = render_chat(m, call);
     ids.assign(p.request.prompt.begin(), p.request.prompt.end());
   } else {

@@ -34,6 +34,7 @@ ChatTemplateInputs inputs_of(const OrderedJson& c, const OrderedJson& tmpl, cons
   if (!c["tools"].is_null()) in.tools = c["tools"].get<std::vector<OrderedJson>>();
   if (!c["documents"].is_null()) in.documents = c["documents"].get<std::vector<OrderedJson>>();
   in.add_generation_prompt = c["add_generation_prompt"].get<bool>();
+  in.continue_final_message = c.value("continue_final_message", false);
   in.variables = tmpl["special_tokens"];
   for (const auto& [k, v] : c["kwargs"].items()) in.variables[k] = v;
   in.fixed_now = now;
@@ -55,7 +56,8 @@ TEST(ChatTemplateParity, EveryCaseMatchesTransformers) {
     std::string name = c["template"];
     const auto& tmpl = doc["templates"][name];
     std::string label = name + " / " + c["conversation"].get<std::string>() +
-                        " / agp=" + (c["add_generation_prompt"].get<bool>() ? "1" : "0") + " / " + c["kwargs"].dump();
+                        " / agp=" + (c["add_generation_prompt"].get<bool>() ? "1" : "0") +
+                        (c.value("continue_final_message", false) ? " / continue" : "") + " / " + c["kwargs"].dump();
     per_template[name].second++;
     ChatTemplateInputs in = inputs_of(c, tmpl, now);
     if (c.contains("rendered")) {

@@ -1,10 +1,14 @@
 """Anthropic Messages API (/v1/messages, /v1/messages/count_tokens) through the official
 `anthropic` SDK against the real `mlxcpp serve` on SmolLM2-135M-Instruct."""
+import json
+import urllib.request
+
 import anthropic
 import openai
 import pytest
+import transformers
 
-from conftest import generate_cli
+from conftest import MODEL_DIR, generate_cli
 
 PROMPT = "What is the capital of France? Answer in one sentence."
 SYSTEM = "You are a pirate. Answer like one."
@@ -59,6 +63,39 @@ def test_greedy_message_equals_generate_and_openai(client, server):
     chat = oa.chat.completions.create(model=server.model, messages=user(PROMPT), temperature=0, max_tokens=24)
     assert chat.choices[0].message.content == expected
     assert msg.usage.output_tokens == chat.usage.completion_tokens
+
+
+PREFILL = [{"role": "user", "content": "Name three fruits, separated by commas."},
+           {"role": "assistant", "content": "Apple, banana,"}]
+
+
+def post_json(server, path, body):
+    req = urllib.request.Request(server.url + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.loads(r.read())
+
+
+def test_assistant_prefill_continues_the_message(client, server):
+    # The oracle's prompt: transformers' apply_chat_template(continue_final_message=True).
+    tok = transformers.AutoTokenizer.from_pretrained(str(MODEL_DIR))
+    text = tok.apply_chat_template(PREFILL, continue_final_message=True, tokenize=False)
+    assert text.endswith("Apple, banana,")
+    ids = tok.encode(text, add_special_tokens=False)
+    assert post_json(server, "/tokenize", {"messages": PREFILL, "continue_final_message": True})["tokens"] == ids
+    assert count(client, server, PREFILL) == len(ids)
+    msg = message(client, server, PREFILL, max_tokens=12)
+    oa = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    raw = oa.completions.create(model=server.model, prompt=ids, max_tokens=12, temperature=0)
+    assert text_of(msg) == raw.choices[0].text and text_of(msg)
+    assert msg.usage.input_tokens == len(ids)
+    # vLLM's continue_final_message on the OpenAI chat endpoint: the same continuation.
+    chat = oa.chat.completions.create(model=server.model, messages=PREFILL, max_tokens=12, temperature=0,
+                                      extra_body={"continue_final_message": True})
+    assert chat.choices[0].message.content == text_of(msg)
+    # An empty final assistant message is no prefill: a new turn, as without it.
+    empty = message(client, server, PREFILL[:1] + [{"role": "assistant", "content": ""}], max_tokens=12)
+    assert text_of(empty) == text_of(message(client, server, PREFILL[:1], max_tokens=12))
 
 
 def test_max_tokens_stop_reason(client, server):

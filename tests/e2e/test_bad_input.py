@@ -175,6 +175,17 @@ def misc_cases():
     yield "detok-bad-ids", "POST", "/detokenize", {"tokens": [-1]}, 400
     yield "detok-huge-id", "POST", "/detokenize", {"tokens": [10 ** 9]}, 400
     yield "tokenize-no-content", "POST", "/tokenize", {}, 400
+    # Assistant prefill: Anthropic's rule on trailing whitespace, a final tool_use, vLLM's fields.
+    prefill = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello "}]
+    yield "anthropic-prefill-trailing-space", "POST", "/v1/messages", \
+        {"model": "m", "max_tokens": 4, "messages": prefill}, 400
+    tool_use = [{"role": "user", "content": "hi"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]}]
+    yield "anthropic-prefill-tool-use", "POST", "/v1/messages", {"model": "m", "max_tokens": 4, "messages": tool_use}, 400
+    yield "chat-continue-no-assistant", "POST", "/v1/chat/completions", dict(CHAT, continue_final_message=True), 400
+    yield "chat-continue-and-agp", "POST", "/v1/chat/completions", \
+        dict(CHAT, messages=prefill, continue_final_message=True, add_generation_prompt=True), 400
+    yield "chat-continue-not-bool", "POST", "/v1/chat/completions", dict(CHAT, continue_final_message="yes"), 400
 
 
 CASES = list(chat_cases()) + list(completion_cases()) + list(anthropic_cases()) + list(responses_cases()) + \

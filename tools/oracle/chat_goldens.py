@@ -1,6 +1,7 @@
 """Goldens for src/chat: transformers' apply_chat_template(tokenize=False) over every chat template
 of the fixture tokenizers (plus a few synthetic templates that exercise jinja2 features), for a
-set of conversations x add_generation_prompt x enable_thinking.
+set of conversations x add_generation_prompt (or continue_final_message where the last message is
+the assistant's) x enable_thinking.
 
 Usage: .venv/bin/python tools/oracle/chat_goldens.py OUTDIR
 Writes OUTDIR/chat/cases.json:
@@ -8,6 +9,7 @@ Writes OUTDIR/chat/cases.json:
   templates    {name: {"source", "origin", "special_tokens"}}; fixtures without a template are
                listed under "no_template"
   cases        [{template, conversation, messages, tools, documents, add_generation_prompt,
+                 continue_final_message,
                  kwargs, rendered | error}]; error = the exception transformers raised (the C++
                  side must raise too)
 tests/chat/ re-renders every case and requires byte-identical output.
@@ -135,6 +137,19 @@ CONVERSATIONS = {
             {"role": "assistant", "content": "Hi!"},
         ]
     },
+    # Assistant prefill (continue_final_message): trailing whitespace the templates trim, parts.
+    "assistant_prefill": {
+        "messages": [
+            {"role": "user", "content": "What is 2+2?"},
+            {"role": "assistant", "content": "The answer is "},
+        ]
+    },
+    "assistant_prefill_parts": {
+        "messages": [
+            {"role": "user", "content": "Name a colour."},
+            {"role": "assistant", "content": [{"type": "text", "text": "Sure. "}, {"type": "text", "text": "My pick:"}]},
+        ]
+    },
 }
 
 # Templates that exercise jinja2 behaviour the real ones may not (rendered the same way).
@@ -212,7 +227,10 @@ def main():
     cases, n_ok, n_err = [], 0, 0
     for key, (tok, source) in renderers.items():
         for conv_name, conv in CONVERSATIONS.items():
-            for agp in (False, True):
+            modes = [(False, False), (True, False)]  # (add_generation_prompt, continue_final_message)
+            if conv["messages"][-1]["role"] == "assistant":
+                modes.append((False, True))
+            for agp, cont in modes:
                 for thinking in THINKING_OPTIONS:
                     kwargs = {} if thinking is None else {"enable_thinking": thinking}
                     case = {
@@ -222,12 +240,14 @@ def main():
                         "tools": conv.get("tools"),
                         "documents": conv.get("documents"),
                         "add_generation_prompt": agp,
+                        "continue_final_message": cont,
                         "kwargs": kwargs,
                     }
                     try:
                         case["rendered"] = tok.apply_chat_template(
                             conv["messages"], tools=conv.get("tools"), documents=conv.get("documents"),
-                            chat_template=source, add_generation_prompt=agp, tokenize=False, **kwargs)
+                            chat_template=source, add_generation_prompt=agp, continue_final_message=cont,
+                            tokenize=False, **kwargs)
                         n_ok += 1
                     except Exception as e:  # recorded: the C++ side must raise too
                         case["error"] = f"{type(e).__name__}: {e}"

@@ -3,6 +3,8 @@
 // tool_result blocks become "tool" messages, thinking blocks the assistant's reasoning.
 #include "server/anthropic/messages.h"
 
+#include <cctype>
+
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -164,6 +166,29 @@ void read_messages(const Fields& f, std::vector<Message>& out) {
   }
 }
 
+// A final assistant message is a prefill: the reply continues it (its text without trailing
+// whitespace, as Anthropic requires); an empty one is no prefill.
+void read_prefill(const Fields& f, ChatCall& call) {
+  const Json& msgs = *f.array("messages");
+  if (msgs.back().value("role", "") != "assistant") return;
+  const std::string path = at("messages", msgs.size() - 1);
+  Message& last = call.messages.back();
+  if (!last.tool_calls.empty()) {
+    throw FieldError(path, "the final assistant message ends in tool_use blocks: a user turn with their "
+                           "tool_result blocks must follow");
+  }
+  const std::string text = last.content.value_or("");
+  if (text.empty()) {
+    call.messages.pop_back();
+    return;
+  }
+  if (std::isspace(static_cast<unsigned char>(text.back()))) {
+    throw FieldError(path + ".content", "final assistant content cannot end with trailing whitespace");
+  }
+  call.continue_final_message = true;
+  call.add_generation_prompt = false;
+}
+
 void read_tools(const Fields& f, ChatCall& call) {
   const Json* tools = f.array("tools");
   if (!tools) return;
@@ -268,6 +293,7 @@ MessagesRequest parse_messages_request(const Json& body, bool count_only) {
     if (!text.empty()) r.call.messages.push_back(Message::text("system", std::move(text)));
   }
   read_messages(f, r.call.messages);
+  read_prefill(f, r.call);
   read_tools(f, r.call);
   read_tool_choice(f, r.call);
   read_thinking(f, r.call);

@@ -134,6 +134,7 @@ ChatRequest parse_chat_request(const Json& body) {
   r.call.gen.top_logprobs = read_chat_logprobs(f);
   r.stream = read_stream_flags(f);
   if (const Json* kw = f.object("chat_template_kwargs")) r.call.template_kwargs = *kw;
+  read_continuation(f, r.call);
   if (auto effort = f.str("reasoning_effort")) {
     static const char* kEfforts[] = {"none", "minimal", "low", "medium", "high"};
     if (std::find(std::begin(kEfforts), std::end(kEfforts), *effort) == std::end(kEfforts)) {
