@@ -123,6 +123,15 @@ Action add_serve(CLI::App& app) {
                   "this many tokens (0: --prefill-step-size)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--min-prefill-chunk", e.min_prefill_chunk,
+                  "While other sequences decode, prompt chunks take at least this many tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--max-prefill-share", e.max_prefill_share,
+                  "With prompts queued, a prompt chunk may take up to this many decode steps' time (1 + the number "
+                  "queued, at most this; 1: always about one)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 64.0));
   sub->add_option("--max-queue", e.max_queue, "Requests waiting beyond the running ones; more get 429")->capture_default_str();
   sub->add_option("--queue-timeout", a->queue_timeout_s, "Seconds a request may wait in the queue (0: no limit)");
   sub->add_option("--prefill-step-size", e.prefill_step_size, "Prompt tokens per prefill chunk")->capture_default_str();

@@ -335,11 +335,12 @@ std::vector<BatchToken> BatchGenerator::next() {
     // token (a prompt prefilled alone) says little about a short one's.
     const int floor = std::min(opts_.min_adaptive_chunk, step);
     int fit = floor;
-    if (decode_s_ > 0 && prefill_s_per_token_ > 0) fit = static_cast<int>(decode_s_ / prefill_s_per_token_);
+    const double share = std::clamp(1.0 + static_cast<double>(waiting_.size()), 1.0, opts_.max_prefill_share);
+    if (decode_s_ > 0 && prefill_s_per_token_ > 0) fit = static_cast<int>(share * decode_s_ / prefill_s_per_token_);
+    step = std::clamp(fit, floor, step);
     // A multiple of the attention's query block: each chunk's queries then fall in the blocks
     // of an unchunked prefill, and the row's logits equal its solo run's.
-    fit -= fit % kernels::kAttentionQueryBlock;
-    step = std::clamp(fit, floor, step);
+    if (step > kernels::kAttentionQueryBlock) step -= step % kernels::kAttentionQueryBlock;
   }
   std::vector<std::vector<int>> chunks;
   for (auto& r : prompt_.rows) {

@@ -43,6 +43,10 @@ struct BatchOptions {
   // inter-token time.
   bool adaptive_prefill = false;
   int min_adaptive_chunk = 32;
+  // With prompts queued behind the one being prefilled, a chunk may take up to this many decode
+  // steps' time (1 + the number queued, at most this): a queue drains sooner, running streams
+  // slow down while it does. A lone joining prompt takes about one decode step's time.
+  double max_prefill_share = 1.0;
   // A chunk never leaves a tail of 1..min_tail prompt tokens: it takes them too. With our CPU
   // kernels (one kernel for up to 8 rows of a sequence, another beyond) every token then runs
   // through the same kernel however the prompt was chunked. -1: that on the fast path, mlx-lm's

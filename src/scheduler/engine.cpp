@@ -352,6 +352,8 @@ void Engine::loop() {
   const BatchOptions bo{.prefill_step_size = opts_.prefill_step_size,
                         .decode_prefill_step = opts_.decode_prefill_step,
                         .adaptive_prefill = true,
+                        .min_adaptive_chunk = std::max(1, opts_.min_prefill_chunk),
+                        .max_prefill_share = opts_.max_prefill_share,
                         .prefill_batch_size = std::max(1, std::min(opts_.prefill_batch, opts_.max_batch)),
                         .completion_batch_size = std::max(1, opts_.max_batch)};
   gen_ = std::make_unique<BatchGenerator>(model_.model(), bo);

@@ -31,6 +31,9 @@ struct EngineOptions {
   // While rows decode, a joining prompt runs chunks that take about a decode step's time, at
   // most this many tokens (0: the whole prefill_step_size), so running streams keep flowing.
   int decode_prefill_step = 256;
+  // BatchOptions::max_prefill_share: how much of a step a queued prompt's prefill may take.
+  double max_prefill_share = 4.0;
+  int min_prefill_chunk = 64;  // BatchOptions::min_adaptive_chunk
   int max_batch = 16;                     // rows (choices) generated together
   // Rows prefilled together. 1 (each prompt alone, as it would run by itself) keeps a batched
   // request's output bit-identical to its solo run on the CPU fast path; more pads prompts.
