@@ -1,7 +1,6 @@
 #include "tokenizer/streaming_detokenizer.h"
 
 #include <array>
-#include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -113,21 +112,10 @@ std::string utf8_decode_replace(const std::string& bytes) {
 }
 
 StreamingDetokenizer::Kind StreamingDetokenizer::kind_for(const Tokenizer& tokenizer) {
-  auto file = tokenizer.dir() / "tokenizer.json";
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw TokenizerError(file.string() + ": cannot open file");
-  // Only "decoder" matters: drop the (large) vocabulary while parsing.
-  json::parser_callback_t keep = [](int depth, json::parse_event_t ev, json& parsed) {
-    return !(depth == 1 && ev == json::parse_event_t::key && (parsed == "model" || parsed == "added_tokens"));
-  };
-  json j;
-  try {
-    j = json::parse(in, keep);
-  } catch (const json::exception& e) {
-    throw TokenizerError(file.string() + ": invalid JSON: " + e.what());
-  }
-  if (!j.is_object() || !j.contains("decoder")) return Kind::kNaive;
-  const json& d = j["decoder"];
+  // The file's decoder, kept by Tokenizer::load (mlx-lm looks at tokenizer.json as written).
+  const std::string& text = tokenizer.file_decoder_json();
+  if (text.empty()) return Kind::kNaive;
+  const json d = json::parse(text);
   json spm = {{"type", "Sequence"},
               {"decoders",
                {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},

@@ -22,6 +22,7 @@ struct TokenizerImpl {
   TokenizerConfig config;
   EffectiveTokenizer effective;  // .json emptied after loading
   bool cleanup_spaces = false;   // transformers' clean_up_tokenization (never for BPE)
+  std::string file_decoder;      // tokenizer.json's "decoder" as written in the file ("" if none)
 };
 }  // namespace detail
 
@@ -67,6 +68,7 @@ Tokenizer Tokenizer::load(const fs::path& dir) {
   if (!fs::exists(file)) throw TokenizerError(impl->file + ": file not found");
   impl->config = TokenizerConfig::load(dir);
   json tj = read_json(file);
+  if (tj.is_object() && tj.contains("decoder")) impl->file_decoder = tj["decoder"].dump();
   impl->effective = effective_tokenizer(std::move(tj), impl->config, impl->file);
   std::string text = impl->effective.json.dump(-1, ' ', false, json::error_handler_t::strict);
   std::string model_type = impl->effective.json["model"].value("type", "");
@@ -124,6 +126,8 @@ std::optional<std::string> Tokenizer::id_to_token(int32_t id) const {
 size_t Tokenizer::vocab_size(bool with_added_tokens) const {
   return mlxcpp_tokenizer_vocab_size(impl_->handle.get(), with_added_tokens);
 }
+
+const std::string& Tokenizer::file_decoder_json() const { return impl_->file_decoder; }
 
 const std::vector<std::pair<std::string, std::string>>& Tokenizer::special_tokens_map() const {
   return impl_->effective.special_tokens_map;

@@ -54,6 +54,9 @@ class Tokenizer {
   // The loaded pipeline as tokenizer.json text (to compare with transformers' backend).
   std::string pipeline_json() const;
   const std::filesystem::path& dir() const;
+  // tokenizer.json's "decoder" as the file has it (before transformers' rules), as JSON text;
+  // empty when the file has none.
+  const std::string& file_decoder_json() const;
   // A top-level string of tokenizer_config.json (e.g. "tool_parser_type"); nullopt when absent
   // or not a string.
   std::optional<std::string> config_string(const std::string& key) const;
