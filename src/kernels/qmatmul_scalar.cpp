@@ -125,17 +125,21 @@ void repack_rows8(const QMatrixView& src, uint32_t* dst, int block0, int block1)
   for (int blk = block0; blk < (block1 < 0 ? src.n / 8 : block1); ++blk)
     for (int g = 0; g < groups; ++g) {
       uint8_t* o = out + (static_cast<long>(blk) * groups + g) * gb;
+      // Byte pair c of the 8 rows side by side: o[16c + 2j + h]. 8-bit: the pair as it is;
+      // 4-bit: values 4c + h (low nibble) and 4c + 2 + h (high) of row j, which sit in bytes 2c
+      // and 2c + 1, i.e. the pair's two middle nibbles swapped.
+      const uint8_t* r[8];
+      for (int j = 0; j < 8; ++j) r[j] = w + (8L * blk + j) * row_bytes + static_cast<long>(g) * src.group * src.bits / 8;
+      const int pairs = src.group * src.bits / 16;
+      for (int c = 0; c < pairs; ++c)
+        for (int j = 0; j < 8; ++j) {
+          uint16_t u;
+          std::memcpy(&u, r[j] + 2 * c, 2);
+          if (src.bits != 8) u = static_cast<uint16_t>((u & 0xF00F) | ((u & 0x0F00) >> 4) | ((u & 0x00F0) << 4));
+          std::memcpy(o + 16 * c + 2 * j, &u, 2);
+        }
       for (int j = 0; j < 8; ++j) {
         const long n = 8L * blk + j;
-        const uint8_t* r = w + n * row_bytes + static_cast<long>(g) * src.group * src.bits / 8;
-        for (int c = 0; c < src.group * src.bits / 16; ++c)
-          for (int h = 0; h < 2; ++h) {
-            uint8_t& b = o[16 * c + 2 * j + h];
-            if (src.bits == 8) b = r[2 * c + h];
-            // values 4c + h (low nibble) and 4c + 2 + h (high) sit in bytes 2c and 2c + 1.
-            else if (h == 0) b = static_cast<uint8_t>((r[2 * c] & 0x0F) | ((r[2 * c + 1] & 0x0F) << 4));
-            else b = static_cast<uint8_t>((r[2 * c] >> 4) | (r[2 * c + 1] & 0xF0));
-          }
         const long at = (n * groups + g) * sbytes;
         std::memcpy(o + rows8_scale_offset(src.bits, src.group, src.stype, j), static_cast<const uint8_t*>(src.scales) + at,
                     sbytes);
