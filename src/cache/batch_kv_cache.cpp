@@ -88,17 +88,21 @@ BatchCacheBase::Joined BatchCacheBase::join(const Side& a, const Side& b) {
   return {mx::concatenate({k1, k2}, 0), mx::concatenate({v1, v2}, 0), std::move(lp), max_idx};
 }
 
-std::pair<mx::array, mx::array> BatchCacheBase::stack_rows(const std::vector<RowKV>& rows, int max_length) {
-  int H = 0, Dk = 0, Dv = 0;
+std::optional<BatchCacheBase::Stacked> BatchCacheBase::stack_rows(const std::vector<RowKV>& rows) {
+  int H = 0, Dk = 0, Dv = 0, max_length = 0;
   std::optional<mx::Dtype> dt;
   for (const auto& r : rows) {
     if (!r) continue;
     H = std::max(H, r->first.shape(1));
     Dk = std::max(Dk, r->first.shape(3));
     Dv = std::max(Dv, r->second.shape(3));
+    max_length = std::max(max_length, r->first.shape(2));
     if (!dt) dt = r->first.dtype();
   }
+  if (max_length == 0) return std::nullopt;
   const int B = static_cast<int>(rows.size());
+  std::vector<int> padding;
+  for (const auto& r : rows) padding.push_back(max_length - (r ? r->first.shape(2) : 0));
   auto keys = mx::zeros({B, H, max_length, Dk}, *dt);
   auto values = mx::zeros({B, H, max_length, Dv}, *dt);
   for (int i = 0; i < B; ++i) {
@@ -108,7 +112,7 @@ std::pair<mx::array, mx::array> BatchCacheBase::stack_rows(const std::vector<Row
     keys = mx::slice_update(keys, mx::astype(k, *dt), mx::Shape{i, 0, p, 0}, mx::Shape{i + 1, H, p + l, Dk});
     values = mx::slice_update(values, mx::astype(v, *dt), mx::Shape{i, 0, p, 0}, mx::Shape{i + 1, H, p + l, Dv});
   }
-  return {std::move(keys), std::move(values)};
+  return Stacked{std::move(keys), std::move(values), std::move(padding), max_length};
 }
 
 BatchKVCache::BatchKVCache(std::vector<int> left_padding) : BatchCacheBase(std::move(left_padding)) {}
@@ -266,30 +270,22 @@ std::unique_ptr<KVCacheBase> BatchKVCache::extract(int row) const {
 }
 
 std::unique_ptr<BatchKVCache> BatchKVCache::merge(const std::vector<const KVCache*>& caches) {
-  std::vector<int> lengths;
-  for (const auto* c : caches) lengths.push_back(c->size());
-  const int max_length = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
-  if (max_length == 0) return std::make_unique<BatchKVCache>(std::vector<int>(caches.size(), 0));
-  std::vector<int> padding;
   std::vector<RowKV> rows;
-  for (size_t i = 0; i < caches.size(); ++i) {
-    padding.push_back(max_length - lengths[i]);
-    if (caches[i]->empty()) rows.emplace_back();
-    else rows.emplace_back(caches[i]->keys_and_values());  // the first offset rows
+  for (const auto* c : caches) {
+    if (c->empty()) rows.emplace_back();
+    else rows.emplace_back(c->keys_and_values());  // the first offset rows
   }
-  auto [keys, values] = stack_rows(rows, max_length);
-  auto cache = std::make_unique<BatchKVCache>(padding);
-  cache->keys_ = std::move(keys);
-  cache->values_ = std::move(values);
-  for (int& o : cache->offsets_) o += max_length;
-  cache->idx_ = max_length;
+  auto st = stack_rows(rows);
+  if (!st) return std::make_unique<BatchKVCache>(std::vector<int>(caches.size(), 0));
+  auto cache = std::make_unique<BatchKVCache>(std::move(st->left_padding));
+  cache->keys_ = std::move(st->keys);
+  cache->values_ = std::move(st->values);
+  for (int& o : cache->offsets_) o += st->length;
+  cache->idx_ = st->length;
   return cache;
 }
 
-int64_t BatchKVCache::nbytes() const {
-  if (!keys_) return 0;
-  return static_cast<int64_t>(keys_->nbytes() + values_->nbytes());
-}
+int64_t BatchKVCache::nbytes() const { return cache_detail::buffer_bytes(keys_, values_); }
 
 std::vector<mx::array> BatchKVCache::state() const {
   if (!keys_) return {};

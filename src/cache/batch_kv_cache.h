@@ -59,9 +59,15 @@ class BatchCacheBase : public KVCacheBase {
   // to one length and stacked (a's rows first). At least one side has buffers.
   static Joined join(const Side& a, const Side& b);
   // cache.py merge's buffers: each row's tokens ([1, H, len, D] keys and values in temporal
-  // order; absent for an empty cache) right-aligned at max_length, zeros to their left.
+  // order; absent for an empty cache) right-aligned at the longest row's length, zeros to their
+  // left (each row's left padding). nullopt where no row holds a token.
   using RowKV = std::optional<std::pair<mlx::core::array, mlx::core::array>>;
-  static std::pair<mlx::core::array, mlx::core::array> stack_rows(const std::vector<RowKV>& rows, int max_length);
+  struct Stacked {
+    mlx::core::array keys, values;
+    std::vector<int> left_padding;
+    int length;
+  };
+  static std::optional<Stacked> stack_rows(const std::vector<RowKV>& rows);
   std::vector<int> left_padding_;
   std::vector<int> offsets_;
 };

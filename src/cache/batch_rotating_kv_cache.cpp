@@ -85,16 +85,8 @@ std::pair<mx::array, mx::array> BatchRotatingKVCache::update_in_place(const mx::
   const int B = keys.shape(0), H = keys.shape(1), S = keys.shape(2);
   const int prev = offset_;
   if (!keys_ || (prev >= keys_->shape(2) && keys_->shape(2) < max_size_)) {
-    const int new_size = std::min(kStep, max_size_ - prev);
-    auto new_k = mx::zeros({B, H, new_size, keys.shape(3)}, keys.dtype());
-    auto new_v = mx::zeros({B, H, new_size, values.shape(3)}, values.dtype());
-    if (keys_) {
-      keys_ = mx::concatenate({*keys_, new_k}, 2);
-      values_ = mx::concatenate({*values_, new_v}, 2);
-    } else {
-      keys_ = new_k;
-      values_ = new_v;
-    }
+    cache_detail::append_zeros(keys_, values_, std::min(kStep, max_size_ - prev), B, H, keys.shape(3), values.shape(3),
+                               keys.dtype());
     idx_ = prev;
   }
   const int trim_size = keys_->shape(2) - max_size_;
@@ -281,41 +273,31 @@ std::unique_ptr<KVCacheBase> BatchRotatingKVCache::extract(int row) const {
 std::unique_ptr<BatchRotatingKVCache> BatchRotatingKVCache::merge(const std::vector<const RotatingKVCache*>& caches) {
   if (caches.empty()) throw Error("[BatchRotatingKVCache::merge] no caches to merge");
   const int max_size = caches[0]->max_size();
-  std::vector<int> offsets, lengths;
+  std::vector<int> offsets;
+  std::vector<RowKV> rows;
   for (const auto* c : caches) {
     if (c->max_size() != max_size) throw Error("[BatchRotatingKVCache::merge] the caches' max_size differ");
     offsets.push_back(c->offset());
-    lengths.push_back(c->size());
-  }
-  const int max_length = *std::max_element(lengths.begin(), lengths.end());
-  const int B = static_cast<int>(caches.size());
-  if (max_length == 0) return std::make_unique<BatchRotatingKVCache>(max_size, std::vector<int>(B, 0));
-  std::vector<int> padding;
-  std::vector<RowKV> rows;
-  for (int i = 0; i < B; ++i) {
-    const int l = lengths[i];
-    padding.push_back(max_length - l);
-    if (caches[i]->empty()) {
+    if (c->empty()) {
       rows.emplace_back();
       continue;
     }
-    auto [tk, tv] = caches[i]->temporal_keys_values();  // its last l rows are the ones kept
+    const int l = c->size();
+    auto [tk, tv] = c->temporal_keys_values();  // its last l rows are the ones kept
     rows.emplace_back(std::pair{seq_slice(tk, tk.shape(2) - l, tk.shape(2)), seq_slice(tv, tv.shape(2) - l, tv.shape(2))});
   }
-  auto [keys, values] = stack_rows(rows, max_length);
-  auto cache = std::make_unique<BatchRotatingKVCache>(max_size, padding);
-  cache->keys_ = std::move(keys);
-  cache->values_ = std::move(values);
-  cache->offsets_ = offsets;
-  cache->idx_ = max_length;
-  cache->offset_ = max_length;
+  auto st = stack_rows(rows);
+  if (!st) return std::make_unique<BatchRotatingKVCache>(max_size, std::vector<int>(caches.size(), 0));
+  auto cache = std::make_unique<BatchRotatingKVCache>(max_size, std::move(st->left_padding));
+  cache->keys_ = std::move(st->keys);
+  cache->values_ = std::move(st->values);
+  cache->offsets_ = std::move(offsets);
+  cache->idx_ = st->length;
+  cache->offset_ = st->length;
   return cache;
 }
 
-int64_t BatchRotatingKVCache::nbytes() const {
-  if (!keys_) return 0;
-  return static_cast<int64_t>(keys_->nbytes() + values_->nbytes());
-}
+int64_t BatchRotatingKVCache::nbytes() const { return cache_detail::buffer_bytes(keys_, values_); }
 
 std::vector<mx::array> BatchRotatingKVCache::state() const {
   if (!keys_) return {};

@@ -57,23 +57,32 @@ mx::array seq_assign(const mx::array& a, const mx::array& update, int start) {
   return mx::slice_update(a, upd, std::move(lo), std::move(hi));
 }
 
-bool grow_buffers(std::optional<mx::array>& keys, std::optional<mx::array>& values, int prev, int n, int batch,
-                  int heads, int k_dim, int v_dim, mx::Dtype dtype, int step) {
-  if (keys && prev + n <= keys->shape(2)) return false;
-  const int n_steps = (step + n - 1) / step;
-  auto new_k = mx::zeros({batch, heads, n_steps * step, k_dim}, dtype);
-  auto new_v = mx::zeros({batch, heads, n_steps * step, v_dim}, dtype);
+void append_zeros(std::optional<mx::array>& keys, std::optional<mx::array>& values, int rows, int batch, int heads,
+                  int k_dim, int v_dim, mx::Dtype dtype) {
+  auto new_k = mx::zeros({batch, heads, rows, k_dim}, dtype);
+  auto new_v = mx::zeros({batch, heads, rows, v_dim}, dtype);
   if (keys) {
-    if (prev % step != 0) {
-      keys = seq_slice(*keys, 0, prev);
-      values = seq_slice(*values, 0, prev);
-    }
     keys = mx::concatenate({*keys, new_k}, 2);
     values = mx::concatenate({*values, new_v}, 2);
   } else {
-    keys = new_k;
-    values = new_v;
+    keys = std::move(new_k);
+    values = std::move(new_v);
   }
+}
+
+int64_t buffer_bytes(const std::optional<mx::array>& keys, const std::optional<mx::array>& values) {
+  if (!keys) return 0;
+  return static_cast<int64_t>(keys->nbytes() + values->nbytes());
+}
+
+bool grow_buffers(std::optional<mx::array>& keys, std::optional<mx::array>& values, int prev, int n, int batch,
+                  int heads, int k_dim, int v_dim, mx::Dtype dtype, int step) {
+  if (keys && prev + n <= keys->shape(2)) return false;
+  if (keys && prev % step != 0) {
+    keys = seq_slice(*keys, 0, prev);
+    values = seq_slice(*values, 0, prev);
+  }
+  append_zeros(keys, values, (step + n - 1) / step * step, batch, heads, k_dim, v_dim, dtype);
   return true;
 }
 

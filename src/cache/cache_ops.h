@@ -1,6 +1,7 @@
 // Internal helpers shared by the cache implementations (not part of the public API).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,11 @@ mlx::core::array int_array(const std::vector<int>& v);
 mlx::core::array seq_slice(const mlx::core::array& a, int start, int stop);
 // a[..., start:start + update.shape[2], :] = update (cast to a's dtype, like Python setitem).
 mlx::core::array seq_assign(const mlx::core::array& a, const mlx::core::array& update, int start);
+// keys/values with `rows` zero rows appended along the sequence axis (made of zeros while absent).
+void append_zeros(std::optional<mlx::core::array>& keys, std::optional<mlx::core::array>& values, int rows, int batch,
+                  int heads, int k_dim, int v_dim, mlx::core::Dtype dtype);
+// Bytes of a cache's key and value buffers (0 while absent).
+int64_t buffer_bytes(const std::optional<mlx::core::array>& keys, const std::optional<mlx::core::array>& values);
 // cache.py's growth of KVCache / BatchKVCache buffers for n more rows after `prev` used rows:
 // nothing while they fit, else the used rows (sliced at prev unless prev is a multiple of step)
 // with zeros for ceil(n / step) * step more rows appended. Returns whether it grew.

@@ -76,10 +76,7 @@ int KVCache::trim(int n) {
   return n;
 }
 
-int64_t KVCache::nbytes() const {
-  if (!keys_) return 0;
-  return static_cast<int64_t>(keys_->nbytes() + values_->nbytes());
-}
+int64_t KVCache::nbytes() const { return cache_detail::buffer_bytes(keys_, values_); }
 
 std::vector<mx::array> KVCache::state() const {
   if (!keys_) return {};

@@ -15,19 +15,6 @@ namespace mlxcpp {
 
 namespace {
 
-using Row = std::shared_ptr<kernels::KVRowBuffer>;
-
-// Row `src`'s first n rows in a new buffer of their own.
-Row copy_row(const kernels::KVRowBuffer& src, int n) {
-  auto row = std::make_shared<kernels::KVRowBuffer>();
-  if (!src.laid_out() || n == 0) return row;
-  row->reserve(src.kv_heads(), src.head_dim(), src.f16(), n, 0);
-  const size_t bytes = static_cast<size_t>(src.kv_heads()) * n * src.head_dim() * (src.f16() ? 2 : 4);
-  std::vector<std::byte> k(bytes), v(bytes);
-  src.copy_out(n, k.data(), v.data());
-  row->copy_in(n, k.data(), v.data());
-  return row;
-}
 
 template <class T>
 std::vector<T> pick(const std::vector<T>& v, const std::vector<int>& idx) {
@@ -75,7 +62,7 @@ void RaggedKVCache::wait() const {
 std::unique_ptr<KVCacheBase> RaggedKVCache::clone() const {
   wait();
   auto c = std::make_unique<RaggedKVCache>(0, f16_);
-  for (int b = 0; b < batch_size(); ++b) c->rows_.push_back(copy_row(*rows_[b], offsets_[b]));
+  for (int b = 0; b < batch_size(); ++b) c->rows_.push_back(rows_[b]->prefix(offsets_[b]));
   c->offsets_ = offsets_;
   c->left_padding_ = left_padding_;
   c->right_padding_ = right_padding_;

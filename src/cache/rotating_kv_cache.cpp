@@ -83,16 +83,8 @@ std::pair<mx::array, mx::array> RotatingKVCache::update_in_place(
   const int prev = offset_;
   // Not at max_size yet: keep growing the buffer.
   if (!keys_ || (prev >= keys_->shape(2) && keys_->shape(2) < max_size_)) {
-    const int new_size = std::min(kStep, max_size_ - prev);
-    auto new_k = mx::zeros({b, heads, new_size, keys.shape(3)}, keys.dtype());
-    auto new_v = mx::zeros({b, heads, new_size, values.shape(3)}, values.dtype());
-    if (keys_) {
-      keys_ = mx::concatenate({*keys_, new_k}, 2);
-      values_ = mx::concatenate({*values_, new_v}, 2);
-    } else {
-      keys_ = new_k;
-      values_ = new_v;
-    }
+    cache_detail::append_zeros(keys_, values_, std::min(kStep, max_size_ - prev), b, heads, keys.shape(3),
+                               values.shape(3), keys.dtype());
     idx_ = prev;
   }
 
@@ -167,10 +159,7 @@ AttentionMask RotatingKVCache::make_mask(
   return AttentionMask::none();
 }
 
-int64_t RotatingKVCache::nbytes() const {
-  if (!keys_) return 0;
-  return static_cast<int64_t>(keys_->nbytes() + values_->nbytes());
-}
+int64_t RotatingKVCache::nbytes() const { return cache_detail::buffer_bytes(keys_, values_); }
 
 std::vector<mx::array> RotatingKVCache::state() const {
   if (!keys_) return {};

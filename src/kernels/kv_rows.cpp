@@ -11,7 +11,17 @@ namespace mlxcpp::kernels {
 
 namespace {
 constexpr std::align_val_t kAlign{64};
+
+// Rows [0, n) of each of `heads` heads of `row` bytes, from src (a head every src_cap rows) to
+// dst (a head every dst_cap rows).
+void copy_heads(void* dst, int dst_cap, const void* src, int src_cap, int heads, int n, size_t row) {
+  for (int h = 0; h < heads && n > 0; ++h) {
+    std::memcpy(static_cast<std::byte*>(dst) + static_cast<size_t>(h) * dst_cap * row,
+                static_cast<const std::byte*>(src) + static_cast<size_t>(h) * src_cap * row,
+                n * row);
+  }
 }
+}  // namespace
 
 void KVRowBuffer::Free::operator()(std::byte* p) const { ::operator delete[](p, kAlign); }
 
@@ -33,36 +43,41 @@ void KVRowBuffer::reserve(int kv_heads, int head_dim, bool f16, int rows, int ke
   f16_ = f16;
   if (rows <= cap_) return;
   const int cap = (rows + kStep - 1) / kStep * kStep;
-  const size_t head_old = static_cast<size_t>(cap_) * head_dim * elem(), head_new = static_cast<size_t>(cap) * head_dim * elem();
+  const size_t row = static_cast<size_t>(head_dim) * elem();
   auto grow = [&](Buffer& b) {
-    Buffer n = allocate(head_new * kv_heads);
-    for (int h = 0; h < kv_heads && keep > 0; ++h) {
-      std::memcpy(n.get() + h * head_new, b.get() + h * head_old, static_cast<size_t>(keep) * head_dim * elem());
-    }
+    Buffer n = allocate(row * cap * kv_heads);
+    copy_heads(n.get(), cap, b.get(), cap_, kv_heads, keep, row);
     b = std::move(n);
   };
   grow(keys_);
   grow(values_);
   cap_ = cap;
-  nbytes_.store(static_cast<int64_t>(2 * head_new * kv_heads), std::memory_order_relaxed);
+  nbytes_.store(static_cast<int64_t>(2 * row * cap * kv_heads), std::memory_order_relaxed);
 }
 
 void KVRowBuffer::copy_out(int n, void* dst_k, void* dst_v) const {
   if (n < 0 || n > cap_) throw Error(fmt::format("[KVRowBuffer::copy_out] {} rows of a buffer of {}", n, cap_));
-  const size_t row = static_cast<size_t>(head_dim_) * elem(), head = cap_ * row;
-  for (int h = 0; h < kv_heads_; ++h) {
-    std::memcpy(static_cast<std::byte*>(dst_k) + h * n * row, keys_.get() + h * head, n * row);
-    std::memcpy(static_cast<std::byte*>(dst_v) + h * n * row, values_.get() + h * head, n * row);
-  }
+  const size_t row = static_cast<size_t>(head_dim_) * elem();
+  copy_heads(dst_k, n, keys_.get(), cap_, kv_heads_, n, row);
+  copy_heads(dst_v, n, values_.get(), cap_, kv_heads_, n, row);
+}
+
+std::shared_ptr<KVRowBuffer> KVRowBuffer::prefix(int n) const {
+  auto out = std::make_shared<KVRowBuffer>();
+  if (!laid_out() || n == 0) return out;
+  if (n < 0 || n > cap_) throw Error(fmt::format("[KVRowBuffer::prefix] {} rows of a buffer of {}", n, cap_));
+  out->reserve(kv_heads_, head_dim_, f16_, n, 0);
+  const size_t row = static_cast<size_t>(head_dim_) * elem();
+  copy_heads(out->keys_.get(), out->cap_, keys_.get(), cap_, kv_heads_, n, row);
+  copy_heads(out->values_.get(), out->cap_, values_.get(), cap_, kv_heads_, n, row);
+  return out;
 }
 
 void KVRowBuffer::copy_in(int n, const void* src_k, const void* src_v) {
   if (n < 0 || n > cap_) throw Error(fmt::format("[KVRowBuffer::copy_in] {} rows into a buffer of {}", n, cap_));
-  const size_t row = static_cast<size_t>(head_dim_) * elem(), head = cap_ * row;
-  for (int h = 0; h < kv_heads_; ++h) {
-    std::memcpy(keys_.get() + h * head, static_cast<const std::byte*>(src_k) + h * n * row, n * row);
-    std::memcpy(values_.get() + h * head, static_cast<const std::byte*>(src_v) + h * n * row, n * row);
-  }
+  const size_t row = static_cast<size_t>(head_dim_) * elem();
+  copy_heads(keys_.get(), cap_, src_k, n, kv_heads_, n, row);
+  copy_heads(values_.get(), cap_, src_v, n, kv_heads_, n, row);
 }
 
 }  // namespace mlxcpp::kernels

@@ -39,6 +39,8 @@ class KVRowBuffer {
   // element type); from src into a buffer reserved for at least n rows.
   void copy_out(int n, void* dst_k, void* dst_v) const;
   void copy_in(int n, const void* src_k, const void* src_v);
+  // A new buffer holding rows [0, n) of every head (capacity for n).
+  std::shared_ptr<KVRowBuffer> prefix(int n) const;
 
  private:
   size_t elem() const { return f16_ ? 2 : 4; }
