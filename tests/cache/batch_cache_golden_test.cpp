@@ -29,58 +29,15 @@ using nlohmann::json;
 
 namespace {
 
-struct Golden {
-  std::unordered_map<std::string, mx::array> arrays;
-  std::unordered_map<std::string, std::string> meta;
-
-  bool has(const std::string& key) const { return arrays.count(key) != 0; }
-  const mx::array& at(const std::string& key) const {
-    auto it = arrays.find(key);
-    if (it == arrays.end()) throw std::runtime_error("golden has no tensor '" + key + "'");
-    return it->second;
-  }
-  const std::string& field(const std::string& key) const {
-    auto it = meta.find(key);
-    if (it == meta.end()) throw std::runtime_error("golden has no metadata '" + key + "'");
-    return it->second;
-  }
-};
+using Golden = test::GoldenFile;
 
 std::optional<Golden> load_golden(const std::string& name) {
-  std::filesystem::path path;
-  try {
-    path = mlxcpp::test::golden_dir() / "batch_cache" / (name + ".safetensors");
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << e.what();
-    return std::nullopt;
-  }
-  if (!std::filesystem::exists(path)) {
-    ADD_FAILURE() << "missing golden " << path
-                  << "; generate it with: .venv/bin/python tools/oracle/batch_cache_goldens.py <golden dir>";
-    return std::nullopt;
-  }
-  auto [arrays, meta] = mx::load_safetensors(path.string());
-  return Golden{std::move(arrays), std::move(meta)};
+  return test::load_golden_file("batch_cache", name, "batch_cache_goldens.py");
 }
 
-::testing::AssertionResult same(const mx::array& got, const mx::array& want) {
-  if (got.dtype() != want.dtype()) return ::testing::AssertionFailure() << "dtype differs";
-  if (got.shape() != want.shape()) {
-    std::ostringstream os;
-    os << "shape " << got.shape() << " != golden " << want.shape();
-    return ::testing::AssertionFailure() << os.str();
-  }
-  if (!mx::array_equal(got, want).item<bool>()) {
-    return ::testing::AssertionFailure() << "values differ, max |diff| = " << mlxcpp::test::max_abs_diff(got, want);
-  }
-  return ::testing::AssertionSuccess();
-}
+::testing::AssertionResult same(const mx::array& got, const mx::array& want) { return test::same_array(got, want); }
 
-std::vector<int64_t> ints(const mx::array& a) {
-  auto b = mx::astype(a, mx::int64);
-  b.eval();
-  return std::vector<int64_t>(b.data<int64_t>(), b.data<int64_t>() + b.size());
-}
+using test::int64s;
 
 std::vector<int64_t> widen(const std::vector<int>& v) { return {v.begin(), v.end()}; }
 
@@ -113,12 +70,12 @@ void check_cache(const Golden& g, const std::string& p, const KVCacheBase& c) {
   } else {
     EXPECT_TRUE(state.empty()) << "the golden cache is empty";
   }
-  EXPECT_EQ(scalars(c), ints(g.at(p + ".scalars"))) << "[idx, seen, rotated, B, empty, size]";
+  EXPECT_EQ(scalars(c), int64s(g.at(p + ".scalars"))) << "[idx, seen, rotated, B, empty, size]";
   if (auto* b = dynamic_cast<const BatchCacheBase*>(&c)) {
-    EXPECT_EQ(widen(b->offsets()), ints(g.at(p + ".offsets"))) << "offsets";
-    EXPECT_EQ(widen(b->left_padding()), ints(g.at(p + ".left_padding"))) << "left padding";
+    EXPECT_EQ(widen(b->offsets()), int64s(g.at(p + ".offsets"))) << "offsets";
+    EXPECT_EQ(widen(b->left_padding()), int64s(g.at(p + ".left_padding"))) << "left padding";
   } else {
-    EXPECT_EQ(std::vector<int64_t>{c.offset()}, ints(g.at(p + ".offsets"))) << "offset";
+    EXPECT_EQ(std::vector<int64_t>{c.offset()}, int64s(g.at(p + ".offsets"))) << "offset";
   }
   std::istringstream qs(g.field("mask_queries"));
   std::string q;
@@ -126,7 +83,7 @@ void check_cache(const Golden& g, const std::string& p, const KVCacheBase& c) {
     const int n = std::stoi(q.substr(0, q.find(':'))), w = std::stoi(q.substr(q.find(':') + 1));
     const std::string name = p + ".mask.n" + std::to_string(n) + ".w" + std::to_string(w);
     AttentionMask m = c.make_mask(n, w == 0 ? std::nullopt : std::optional<int>(w), false);
-    ASSERT_EQ(static_cast<int>(m.kind), ints(g.at(name + ".kind"))[0]) << name;
+    ASSERT_EQ(static_cast<int>(m.kind), int64s(g.at(name + ".kind"))[0]) << name;
     if (m.is_array()) {
       EXPECT_TRUE(same(*m.array, g.at(name))) << name;
       // Where mlx-lm's mask hides valid keys (see fixed_rotated_mask in the script), ours differs.
@@ -173,7 +130,7 @@ class Replayer {
     } else if (kind == "trim") {
       const int trimmed = caches.at(name)->trim(o["n"].get<int>());
       if (g_.has(p + ".trimmed")) {
-        EXPECT_EQ(trimmed, ints(g_.at(p + ".trimmed"))[0]) << "trimmed";
+        EXPECT_EQ(trimmed, int64s(g_.at(p + ".trimmed"))[0]) << "trimmed";
       }
     } else if (kind == "filter") {
       batch(caches, name).filter(int_list(o["keep"]));

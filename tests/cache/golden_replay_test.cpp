@@ -22,38 +22,10 @@ using namespace mlxcpp;
 
 namespace {
 
-struct Golden {
-  std::unordered_map<std::string, mx::array> arrays;
-  std::unordered_map<std::string, std::string> meta;
+using Golden = test::GoldenFile;
 
-  const mx::array& at(const std::string& key) const {
-    auto it = arrays.find(key);
-    if (it == arrays.end()) throw std::runtime_error("golden has no tensor '" + key + "'");
-    return it->second;
-  }
-  const std::string& field(const std::string& key) const {
-    auto it = meta.find(key);
-    if (it == meta.end()) throw std::runtime_error("golden has no metadata '" + key + "'");
-    return it->second;
-  }
-};
-
-// Loads <golden_dir>/cache/<name>.safetensors; a missing file is a test failure naming the fix.
 std::optional<Golden> load_golden(const std::string& name) {
-  std::filesystem::path path;
-  try {
-    path = mlxcpp::test::golden_dir() / "cache" / (name + ".safetensors");
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << e.what();
-    return std::nullopt;
-  }
-  if (!std::filesystem::exists(path)) {
-    ADD_FAILURE() << "missing golden " << path
-                  << "; generate it with: .venv/bin/python tools/oracle/cache_goldens.py <golden dir>";
-    return std::nullopt;
-  }
-  auto [arrays, meta] = mx::load_safetensors(path.string());
-  return Golden{std::move(arrays), std::move(meta)};
+  return test::load_golden_file("cache", name, "cache_goldens.py");
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -66,25 +38,9 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-::testing::AssertionResult same(const mx::array& got, const mx::array& want) {
-  if (got.dtype() != want.dtype()) return ::testing::AssertionFailure() << "dtype differs";
-  if (got.shape() != want.shape()) {
-    std::ostringstream os;
-    os << "shape " << got.shape() << " != golden " << want.shape();
-    return ::testing::AssertionFailure() << os.str();
-  }
-  if (!mx::array_equal(got, want).item<bool>()) {
-    return ::testing::AssertionFailure() << "values differ, max |diff| = "
-                                         << mlxcpp::test::max_abs_diff(got, want);
-  }
-  return ::testing::AssertionSuccess();
-}
+::testing::AssertionResult same(const mx::array& got, const mx::array& want) { return test::same_array(got, want); }
 
-std::vector<int64_t> ints(const mx::array& a) {
-  auto b = mx::astype(a, mx::int64);
-  b.eval();
-  return std::vector<int64_t>(b.data<int64_t>(), b.data<int64_t>() + b.size());
-}
+using test::int64s;
 
 void check_masks(const Golden& g, const std::string& prefix, const KVCacheBase& cache) {
   for (const auto& q : split(g.field("mask_queries"), ' ')) {
@@ -94,7 +50,7 @@ void check_masks(const Golden& g, const std::string& prefix, const KVCacheBase& 
     SCOPED_TRACE("mask " + name);
     auto window = w == 0 ? std::nullopt : std::optional<int>(w);
     AttentionMask m = cache.make_mask(n, window, r != 0);
-    int want_kind = static_cast<int>(ints(g.at(name + ".kind"))[0]);
+    int want_kind = static_cast<int>(int64s(g.at(name + ".kind"))[0]);
     ASSERT_EQ(static_cast<int>(m.kind), want_kind);
     EXPECT_EQ(m.array.has_value(), m.is_array());
     if (m.is_array()) {
@@ -104,7 +60,7 @@ void check_masks(const Golden& g, const std::string& prefix, const KVCacheBase& 
 }
 
 void check_state(const Golden& g, const std::string& p, const KVCacheBase& cache, int trimmed) {
-  auto want = ints(g.at(p + ".scalars"));
+  auto want = int64s(g.at(p + ".scalars"));
   int idx = -1;
   if (auto* rot = dynamic_cast<const RotatingKVCache*>(&cache)) idx = rot->idx();
   std::vector<int64_t> got{cache.offset(), cache.size(),      cache.nbytes(), cache.empty(),
@@ -198,7 +154,7 @@ TEST(MaskGoldens, MatchMlxLm) {
         for (int r : {0, 1}) {
           std::string key = "attn" + tag + ".r" + std::to_string(r);
           auto m = create_attention_mask(n, off, r != 0, window);
-          ASSERT_EQ(static_cast<int>(m.kind), static_cast<int>(ints(g->at(key + ".kind"))[0])) << key;
+          ASSERT_EQ(static_cast<int>(m.kind), static_cast<int>(int64s(g->at(key + ".kind"))[0])) << key;
           if (m.is_array()) {
             EXPECT_TRUE(same(*m.array, g->at(key))) << key;
           }

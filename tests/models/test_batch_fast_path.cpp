@@ -15,6 +15,7 @@
 #include "cache/batch_rotating_kv_cache.h"
 #include "cache/ragged_kv_cache.h"
 #include "cache/rotating_kv_cache.h"
+#include "fast_vs_parity.h"
 #include "golden_model.h"
 #include "kernels/qmatmul.h"
 #include "models/model.h"
@@ -72,19 +73,6 @@ LayerCaches merge_ragged(const std::vector<const LayerCaches*>& rows, bool f16) 
 
 BatchCacheBase& batch(const std::unique_ptr<KVCacheBase>& c) { return dynamic_cast<BatchCacheBase&>(*c); }
 
-std::multiset<std::string> primitive_names(const mx::array& out) {
-  std::multiset<std::string> names;
-  std::vector<mx::array> stack{out};
-  std::set<std::uintptr_t> seen;
-  while (!stack.empty()) {
-    auto a = stack.back();
-    stack.pop_back();
-    if (!seen.insert(a.id()).second || !a.has_primitive()) continue;
-    names.insert(a.primitive().name());
-    for (const auto& in : a.inputs()) stack.push_back(in);
-  }
-  return names;
-}
 
 // Rows of logits gathered step by step, compared at the end: mean KL(ref || got), top-1
 // agreement and max |diff| (with the logits' scale).
@@ -100,10 +88,8 @@ struct Comparison {
   }
   Stats stats(const char* what, const std::string& model) const {
     auto r = mx::concatenate(ref, 0), g = mx::concatenate(got, 0);
-    auto lp = mx::subtract(r, mx::logsumexp(r, -1, true)), lq = mx::subtract(g, mx::logsumexp(g, -1, true));
-    Stats st{r.shape(0), mx::mean(mx::sum(mx::multiply(mx::exp(lp), mx::subtract(lp, lq)), -1)).item<float>(),
-             mx::mean(mx::astype(mx::equal(mx::argmax(r, -1), mx::argmax(g, -1)), mx::float32)).item<float>(),
-             max_abs_diff(r, g), std::max(mx::max(mx::abs(r)).item<float>(), 1.f)};
+    const Agreement a = agreement(r, g);
+    Stats st{r.shape(0), a.mean_kl, a.top1, max_abs_diff(r, g), std::max(mx::max(mx::abs(r)).item<float>(), 1.f)};
     std::printf("%s %s: %d rows, mean KL %.3g, top-1 %.3f, max |diff| %.3g (scale %.3g)\n", model.c_str(), what,
                 st.rows, st.kl, st.agree, st.diff, st.scale);
     return st;

@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "fast_vs_parity.h"
 #include "golden_model.h"
 #include "models/model.h"
 #include "test_support.h"
@@ -33,20 +34,6 @@ mx::array teacher_forced(const Model& m, const std::vector<int>& prompt, const s
   return mx::concatenate(rows, 0);
 }
 
-// The primitives of the graph behind `out`, one entry per op.
-std::multiset<std::string> primitive_names(const mx::array& out) {
-  std::multiset<std::string> names;
-  std::vector<mx::array> stack{out};
-  std::set<std::uintptr_t> seen;
-  while (!stack.empty()) {
-    auto a = stack.back();
-    stack.pop_back();
-    if (!seen.insert(a.id()).second || !a.has_primitive()) continue;
-    names.insert(a.primitive().name());
-    for (const auto& in : a.inputs()) stack.push_back(in);
-  }
-  return names;
-}
 
 // Every checkpoint with a fast mode (block primitives, or stock ops + our quantized matmuls).
 class FastPath : public ::testing::TestWithParam<std::string> {};

@@ -1,6 +1,7 @@
 #include "fast_vs_parity.h"
 
 #include <mlx/mlx.h>
+#include <mlx/primitives.h>
 
 namespace mx = mlx::core;
 
@@ -23,6 +24,20 @@ Agreement agreement(const mx::array& ref, const mx::array& got) {
   auto kl = mx::sum(mx::multiply(mx::exp(lp), mx::subtract(lp, lq)), -1);
   auto top1 = mx::mean(mx::astype(mx::equal(mx::argmax(ref, -1), mx::argmax(got, -1)), mx::float32));
   return {mx::mean(kl).item<float>(), mx::max(kl).item<float>(), top1.item<float>()};
+}
+
+std::multiset<std::string> primitive_names(const mx::array& out) {
+  std::multiset<std::string> names;
+  std::vector<mx::array> stack{out};
+  std::set<std::uintptr_t> seen;
+  while (!stack.empty()) {
+    auto a = stack.back();
+    stack.pop_back();
+    if (!seen.insert(a.id()).second || !a.has_primitive()) continue;
+    names.insert(a.primitive().name());
+    for (const auto& in : a.inputs()) stack.push_back(in);
+  }
+  return names;
 }
 
 }  // namespace mlxcpp::test

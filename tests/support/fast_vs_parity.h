@@ -1,6 +1,9 @@
 // Fast path against parity mode on real models: teacher-forced logits and their agreement.
 #pragma once
 
+#include <set>
+#include <string>
+
 #include <mlx/array.h>
 
 #include "models/model.h"
@@ -15,5 +18,8 @@ struct Agreement {
   float mean_kl, max_kl, top1;
 };
 Agreement agreement(const mlx::core::array& ref, const mlx::core::array& got);
+
+// The primitives of the graph behind `out`, one entry per op (which kernels a call took).
+std::multiset<std::string> primitive_names(const mlx::core::array& out);
 
 }  // namespace mlxcpp::test
