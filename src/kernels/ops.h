@@ -57,7 +57,8 @@ std::optional<mlx::core::array> quantized_take(const mlx::core::array& w, const 
 // ones as float16 when every value converts exactly (GGUF's f16 block scales), else nullopt
 // (keep float32). Evaluates its inputs; for load time.
 std::optional<std::pair<mlx::core::array, mlx::core::array>> kernel_scales(const mlx::core::array& scales,
-                                                                            const mlx::core::array& biases);
+                                                                            const mlx::core::array& biases,
+                                                                            const KernelContext& ctx);
 
 // An affine layer's weight, scales and biases in the kRows8 layout (qmatmul.h; as array_access.h's
 // is_rows8 describes) where `fast` repacks (KernelContext::repack) and covers the matrix (4 or

@@ -69,6 +69,22 @@ void to_half256(const float* x, uint16_t* y, long n) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
   for (; i < n; ++i) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
 }
+bool to_half_exact256(const float* x, uint16_t* y, long n) {
+  __m256 same = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+  long i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), h);
+    same = _mm256_and_ps(same, _mm256_cmp_ps(_mm256_cvtph_ps(h), v, _CMP_EQ_OQ));
+  }
+  bool exact = _mm256_movemask_ps(same) == 0xff;
+  for (; i < n; ++i) {
+    y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+    exact = exact && _cvtsh_ss(y[i]) == x[i];
+  }
+  return exact;
+}
 float sumsq256(const float* x, int n) { return dot256(x, x, n); }
 
 // The softmax numerators in place: scores[j] = exp(scores[j] - max); returns their sum (and
@@ -351,7 +367,7 @@ const VecOps& vec_ops_avx2() {
   static const VecOps ops{axpy256<float>,         sumsq256,                  attend_group256<float>,
                           attend_tile256<float>,  sum_exp256,                silu_mul256,
                           gelu_mul256,            attend_group256<uint16_t>, attend_tile256<uint16_t>,
-                          to_half256};
+                          to_half256,             to_half_exact256};
   return ops;
 }
 

@@ -33,6 +33,15 @@ void to_half(const float* x, uint16_t* y, long n) {
     std::memcpy(y + i, &h, sizeof h);
   }
 }
+bool to_half_exact(const float* x, uint16_t* y, long n) {
+  bool exact = true;
+  for (long i = 0; i < n; ++i) {
+    const mlx::core::float16_t h(x[i]);
+    std::memcpy(y + i, &h, sizeof h);
+    exact = exact && static_cast<float>(h) == x[i];
+  }
+  return exact;
+}
 float sum_squares(const float* x, int n) { return dot(x, x, n); }
 
 
@@ -99,7 +108,8 @@ const VecOps& vec_ops_scalar() {
                           gelu_mul,
                           attend_group<uint16_t>,
                           attend_tile<uint16_t>,
-                          to_half};
+                          to_half,
+                          to_half_exact};
   return ops;
 }
 

@@ -1,8 +1,11 @@
 #include "models/registry.h"
 
+#include <chrono>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <mlx/transforms.h>
+#include <spdlog/spdlog.h>
 
 #include "core/errors.h"
 
@@ -30,6 +33,8 @@ const FamilyRecord* find_family(const std::string& model_type) {
 }
 
 LoadedModel load_model(const std::filesystem::path& dir, const ModelOptions& opts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto ms_since = [](auto t) { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count(); };
   Checkpoint ckpt = Checkpoint::open(dir);
   const FamilyRecord* fam = find_family(ckpt.model_type());
   if (fam == nullptr) {
@@ -44,8 +49,10 @@ LoadedModel load_model(const std::filesystem::path& dir, const ModelOptions& opt
   const bool cpu = mx::default_device() == mx::Device::cpu;
   LoadContext ctx{weights, ckpt.quant(), (opts.parity || cpu) ? std::optional<mx::Dtype>(mx::float32) : std::nullopt};
   if (cpu && !opts.parity) ctx.fast = std::make_shared<const kernels::KernelContext>(opts.kernels);
+  spdlog::debug("load: checkpoint opened {:.1f} ms", ms_since(t0));
   auto model = fam->load(ckpt, ctx);
   weights.expect_consumed();
+  spdlog::debug("load: graph built {:.1f} ms", ms_since(t0));
   auto params = model->parameters();
   try {
     mx::eval(params);
@@ -53,6 +60,7 @@ LoadedModel load_model(const std::filesystem::path& dir, const ModelOptions& opt
     throw WeightError(fmt::format("{}: reading the weights failed: {}", dir.string(), e.what()));
   }
   model->set_fast_path(ctx.fast);
+  spdlog::debug("load: weights evaluated {:.1f} ms", ms_since(t0));
   return LoadedModel{std::move(model), std::move(ckpt), ctx.fast};
 }
 

@@ -19,7 +19,7 @@ QuantizedWeight QuantizedWeight::take(const LoadContext& ctx, const std::string&
   if (spec.mode == "affine") biases = ctx.weights.take(path + ".biases", mx::Shape{out, groups});
   // Fast mode: our kernels read 16-bit scales in place (less memory traffic per token).
   if (ctx.fast && biases && kernels::qmatmul_supported(spec.bits, spec.group_size)) {
-    if (auto kept = kernels::kernel_scales(scales, *biases)) {
+    if (auto kept = kernels::kernel_scales(scales, *biases, *ctx.fast)) {
       // Where the integer kernels run, 4/8-bit layers take their kRows8 layout instead.
       if (auto r = kernels::fast_path_layout(w, kept->first, kept->second, spec.bits, spec.group_size, ctx.fast)) {
         return QuantizedWeight{(*r)[0], (*r)[1], (*r)[2], spec, ctx.fast};

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <mlx/ops.h>
 #include <mlx/transforms.h>
+#include <spdlog/spdlog.h>
 
 #include "cache/prompt_cache.h"
 #include "core/errors.h"
@@ -62,7 +63,10 @@ ServedModel load_served_model(const std::filesystem::path& dir, const ModelOptio
     tok.wait();
     throw;
   }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto ms_since = [](auto t) { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count(); };
   auto tok_kind = tok.get();
+  spdlog::debug("load: tokenizer waited {:.1f} ms", ms_since(t0));
   ServedModel m{.id = sopts.id.empty() ? dir.filename().string() : sopts.id,
                 .loaded = std::move(loaded),
                 .tokenizer = std::move(tok_kind.first),
@@ -89,7 +93,9 @@ ServedModel load_served_model(const std::filesystem::path& dir, const ModelOptio
   }
   m.context_length = context_length_of(m.loaded.checkpoint);
   for (const auto& p : m.loaded.model->parameters()) m.weight_bytes += static_cast<int64_t>(p.nbytes());
+  spdlog::debug("load: template and formats {:.1f} ms", ms_since(t0));
   m.kv_bytes_per_token = measure_kv_bytes_per_token(*m.loaded.model);
+  spdlog::debug("load: kv measured {:.1f} ms", ms_since(t0));
   m.created = std::chrono::duration_cast<std::chrono::seconds>(
                   std::chrono::system_clock::now().time_since_epoch()).count();
   return m;

@@ -218,21 +218,38 @@ TEST(QMatmulPrimitive, FallsBackToStockWhereNotCovered) {
 }
 
 TEST(KernelScales, KeepsSixteenBitAndNarrowsExactFloat32) {
-  auto q = make(2, 16, 64, 4, 64, 11);
+  // 13 rows: the vector loops' tails run too.
+  auto q = make(2, 13, 64, 4, 64, 11);
   // float32 values that are float16 values (GGUF block scales) narrow exactly.
   auto s = mx::astype(mx::astype(q.scales, mx::float16), mx::float32);
   auto b = mx::astype(mx::astype(q.biases, mx::float16), mx::float32);
-  auto kept = kernel_scales(s, b);
-  ASSERT_TRUE(kept.has_value());
-  EXPECT_EQ(kept->first.dtype(), mx::float16);
-  EXPECT_EQ(test::max_abs_diff(mx::astype(kept->first, mx::float32), s), 0.f);
-  EXPECT_EQ(test::max_abs_diff(mx::astype(kept->second, mx::float32), b), 0.f);
-  // General float32 scales stay float32 (nullopt); 16-bit ones are kept as they are.
-  EXPECT_FALSE(kernel_scales(q.scales, q.biases).has_value());
-  auto bf = kernel_scales(mx::astype(q.scales, mx::bfloat16), mx::astype(q.biases, mx::bfloat16));
-  ASSERT_TRUE(bf.has_value());
-  EXPECT_EQ(bf->first.dtype(), mx::bfloat16);
-  EXPECT_FALSE(kernel_scales(mx::astype(q.scales, mx::bfloat16), q.biases).has_value());
+  mx::eval({s, b});
+  for (Isa isa : isas()) {
+    SCOPED_TRACE(isa_name(isa));
+    KernelContext ctx(KernelOptions{isa, 1});
+    auto kept = kernel_scales(s, b, ctx);
+    ASSERT_TRUE(kept.has_value());
+    EXPECT_EQ(kept->first.dtype(), mx::float16);
+    EXPECT_EQ(kept->second.dtype(), mx::float16);
+    EXPECT_EQ(test::max_abs_diff(mx::astype(kept->first, mx::float32), s), 0.f);
+    EXPECT_EQ(test::max_abs_diff(mx::astype(kept->second, mx::float32), b), 0.f);
+    // One inexact value anywhere (the first, one in the vector body, the last) keeps float32.
+    for (int at : {0, 5, 12}) {
+      std::vector<float> bv(b.data<float>(), b.data<float>() + b.size());
+      bv[at] += 1e-6f * std::max(1.f, std::abs(bv[at]));
+      mx::array b2(bv.data(), b.shape(), mx::float32);
+      EXPECT_FALSE(kernel_scales(s, b2, ctx).has_value()) << "inexact bias at " << at;
+      std::vector<float> sv(s.data<float>(), s.data<float>() + s.size());
+      sv[at] = std::nanf("");
+      EXPECT_FALSE(kernel_scales(mx::array(sv.data(), s.shape(), mx::float32), b, ctx).has_value()) << "NaN at " << at;
+    }
+    // General float32 scales stay float32 (nullopt); 16-bit ones are kept as they are.
+    EXPECT_FALSE(kernel_scales(q.scales, q.biases, ctx).has_value());
+    auto bf = kernel_scales(mx::astype(q.scales, mx::bfloat16), mx::astype(q.biases, mx::bfloat16), ctx);
+    ASSERT_TRUE(bf.has_value());
+    EXPECT_EQ(bf->first.dtype(), mx::bfloat16);
+    EXPECT_FALSE(kernel_scales(mx::astype(q.scales, mx::bfloat16), q.biases, ctx).has_value());
+  }
 }
 
 }  // namespace
