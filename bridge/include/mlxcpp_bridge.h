@@ -49,6 +49,27 @@ size_t mlxcpp_tokenizer_vocab_size(const MlxcppTokenizer* t, int with_added);
 /* The loaded pipeline serialized back to tokenizer.json text. */
 int mlxcpp_tokenizer_to_json(const MlxcppTokenizer* t, MlxcppBuf* out, MlxcppBuf* err);
 
+/* A tokenizer.json parsed once (its model.vocab and model.merges are the bulk): the caller edits
+ * a skeleton without those two and builds the tokenizer from it; the bridge puts them back. */
+typedef struct MlxcppTokJson MlxcppTokJson;
+
+/* Parses the file's bytes; a syntax error's message gives line and column, not the file. */
+int mlxcpp_tokjson_parse(const uint8_t* text, size_t len, MlxcppTokJson** out, MlxcppBuf* err);
+void mlxcpp_tokjson_free(MlxcppTokJson* h);
+/* The document without model.vocab and model.merges, as JSON text. */
+int mlxcpp_tokjson_skeleton(const MlxcppTokJson* h, MlxcppBuf* out, MlxcppBuf* err);
+/* model.vocab's entries (object or array; null 0, another scalar 1); -1 when there is none
+ * (or once the tokenizer was built from h). */
+int64_t mlxcpp_tokjson_vocab_size(const MlxcppTokJson* h);
+/* The id model.vocab gives a token ({token: integer id}, or a Unigram [[piece, score], ...]'s
+ * first matching index): 1 (found, *out set), 0 (not there), -1 (bad argument). */
+int mlxcpp_tokjson_vocab_id(const MlxcppTokJson* h, const uint8_t* token, size_t len, int64_t* out);
+/* Builds a tokenizer from `json`, the edited skeleton, with the file's model.vocab and
+ * model.merges put back into its "model" (the file's merges win over ones the skeleton gained).
+ * Moves them out of h: call once, then free h. */
+int mlxcpp_tokenizer_from_tokjson(MlxcppTokJson* h, const uint8_t* json, size_t len,
+                                  MlxcppTokenizer** out, MlxcppBuf* err);
+
 /* Streaming detokenizer (tokenizers' DecodeStream). The stream does not own the tokenizer: pass
  * the same live tokenizer to every step. *piece gets the newly completed text, or data == NULL
  * when the ids so far end inside a character. */

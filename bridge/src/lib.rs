@@ -8,7 +8,9 @@ mod pyfmt;
 mod strftime;
 mod template;
 mod tokenizer;
+mod tokjson;
 
 pub use ffi::*;
 pub use template::*;
 pub use tokenizer::*;
+pub use tokjson::*;

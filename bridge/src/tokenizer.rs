@@ -1,11 +1,18 @@
 //! HF `tokenizers` behind opaque handles. The C++ side builds the effective tokenizer.json
-//! (transformers' per-class rules) and hands it over as a string.
+//! (transformers' per-class rules) and hands it over as a string, or as an edited skeleton of a
+//! parsed file (tokjson.rs).
 
 use crate::ffi::*;
 use tokenizers::Tokenizer;
 
 pub struct MlxcppTokenizer {
     inner: Tokenizer,
+}
+
+impl MlxcppTokenizer {
+    pub fn boxed(inner: Tokenizer) -> *mut MlxcppTokenizer {
+        Box::into_raw(Box::new(MlxcppTokenizer { inner }))
+    }
 }
 
 /// State of one streaming decode (tokenizers' `DecodeStream`, minus the borrow of the
@@ -18,7 +25,7 @@ pub struct MlxcppDecodeStream {
 }
 
 fn tok<'a>(t: *const MlxcppTokenizer) -> Result<&'a Tokenizer, Failure> {
-    // SAFETY: a non-null handle came from mlxcpp_tokenizer_new and is not yet freed.
+    // SAFETY: a non-null handle came from mlxcpp_tokenizer_new/_from_tokjson and is not yet freed.
     unsafe { t.as_ref() }.map(|t| &t.inner).ok_or_else(|| Failure::new("null tokenizer handle"))
 }
 
@@ -29,15 +36,23 @@ pub extern "C" fn mlxcpp_tokenizer_new(
     guard(err, || {
         let text = utf8_arg(json, len, "tokenizer.json")?;
         let inner: Tokenizer = text.parse().map_err(|e| Failure::new(format!("{e}")))?;
-        put(out, Box::into_raw(Box::new(MlxcppTokenizer { inner })))
+        put(out, MlxcppTokenizer::boxed(inner))
     })
 }
 
 #[no_mangle]
 pub extern "C" fn mlxcpp_tokenizer_free(t: *mut MlxcppTokenizer) {
-    if !t.is_null() {
-        // SAFETY: t came from mlxcpp_tokenizer_new.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe { drop(Box::from_raw(t)) }));
+    // SAFETY: t came from mlxcpp_tokenizer_new or mlxcpp_tokenizer_from_tokjson.
+    unsafe { free_boxed(t) }
+}
+
+/// Drops what a handle points to (null: nothing); a panic in a destructor stays on this side.
+///
+/// # Safety
+/// `p` is null or came from `Box::into_raw` and is not used afterwards.
+pub unsafe fn free_boxed<T>(p: *mut T) {
+    if !p.is_null() {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(Box::from_raw(p))));
     }
 }
 
@@ -80,19 +95,27 @@ pub extern "C" fn mlxcpp_tokenizer_decode(
     })
 }
 
+/// Runs a lookup that answers 1 (found, out-pointer written) or 0 (not found); an error or a
+/// panic becomes -1 (a bad argument): lookups have no message buffer.
+pub fn lookup(f: impl FnOnce() -> Result<i32, Failure>) -> i32 {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => v,
+        _ => -1,
+    }
+}
+
 /// 1 and *out set when the token exists (vocab or added), 0 when not, -1 on a bad argument.
 #[no_mangle]
 pub extern "C" fn mlxcpp_tokenizer_token_to_id(
     t: *const MlxcppTokenizer, token: *const u8, len: usize, out: *mut u32,
 ) -> i32 {
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<i32, Failure> {
+    lookup(|| {
         let token = utf8_arg(token, len, "token")?;
         match tok(t)?.token_to_id(token) {
             Some(id) => put(out, id).map(|_| 1),
             None => Ok(0),
         }
-    }));
-    matches!(r, Ok(Ok(1))) as i32 - matches!(r, Ok(Err(_)) | Err(_)) as i32
+    })
 }
 
 /// 1 and *out set when the id exists, 0 when not, -1 on a bad argument.
@@ -100,16 +123,10 @@ pub extern "C" fn mlxcpp_tokenizer_token_to_id(
 pub extern "C" fn mlxcpp_tokenizer_id_to_token(
     t: *const MlxcppTokenizer, id: u32, out: *mut MlxcppBuf,
 ) -> i32 {
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<i32, Failure> {
-        match tok(t)?.id_to_token(id) {
-            Some(s) => put(out, MlxcppBuf::from_string(s)).map(|_| 1),
-            None => Ok(0),
-        }
-    }));
-    match r {
-        Ok(Ok(v)) => v,
-        _ => -1,
-    }
+    lookup(|| match tok(t)?.id_to_token(id) {
+        Some(s) => put(out, MlxcppBuf::from_string(s)).map(|_| 1),
+        None => Ok(0),
+    })
 }
 
 /// Vocabulary size, with or without the added tokens; 0 for a null handle.
@@ -142,10 +159,8 @@ pub extern "C" fn mlxcpp_decode_stream_new(skip_special_tokens: i32) -> *mut Mlx
 
 #[no_mangle]
 pub extern "C" fn mlxcpp_decode_stream_free(s: *mut MlxcppDecodeStream) {
-    if !s.is_null() {
-        // SAFETY: s came from mlxcpp_decode_stream_new.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe { drop(Box::from_raw(s)) }));
-    }
+    // SAFETY: s came from mlxcpp_decode_stream_new.
+    unsafe { free_boxed(s) }
 }
 
 /// Feeds one id. *piece receives the newly completed text (data null when nothing is complete

@@ -73,7 +73,7 @@ json token_json(int64_t id, const AddedToken& t) {
 // identical), else the model vocab's id, else the next free id.
 class AddedVocab {
  public:
-  explicit AddedVocab(const json& model) : model_(model), model_size_(static_cast<int64_t>(model.at("vocab").size())) {}
+  explicit AddedVocab(const VocabLookup& model) : model_(model), model_size_(model.size().value_or(0)) {}
 
   void load(const json& added, const std::string& file) {
     for (size_t i = 0; i < added.size(); ++i) {
@@ -97,7 +97,7 @@ class AddedVocab {
     int64_t id = 0;
     if (it != by_content_.end()) {
       id = it->second;
-    } else if (auto v = vocab_id(t.content)) {
+    } else if (auto v = model_.id(t.content)) {
       id = *v;
     } else {
       id = next_id();
@@ -119,25 +119,13 @@ class AddedVocab {
   }
 
  private:
-  std::optional<int64_t> vocab_id(const std::string& s) const {
-    const json& vocab = model_.at("vocab");
-    if (vocab.is_object()) {
-      auto it = vocab.find(s);
-      if (it != vocab.end() && it->is_number_integer()) return it->get<int64_t>();
-    } else if (vocab.is_array()) {  // Unigram: [[piece, score], ...]
-      for (size_t i = 0; i < vocab.size(); ++i) {
-        if (vocab[i].is_array() && !vocab[i].empty() && vocab[i][0] == s) return static_cast<int64_t>(i);
-      }
-    }
-    return std::nullopt;
-  }
   int64_t next_id() const {
     if (by_id_.empty()) return model_size_;
     int64_t max = by_id_.rbegin()->first;
     return (max >= model_size_ || model_size_ == 0) ? max + 1 : model_size_;
   }
 
-  const json& model_;
+  const VocabLookup& model_;
   int64_t model_size_;
   std::map<int64_t, AddedToken> by_id_;
   std::unordered_map<std::string, int64_t> by_content_;
@@ -150,11 +138,12 @@ json replace_norm(const char* from, const char* to) {
 // The pipeline pieces each rebuilding class sets in its __init__.
 void rebuild(json& tj, const std::string& cls, const TokenizerConfig& cfg, const std::string& file) {
   json& model = tj["model"];
-  if (!model.is_object() || model.value("type", "") != "BPE" || !model.contains("vocab")) {
+  if (!model.is_object() || model.value("type", "") != "BPE") {  // the vocab was checked before
     throw TokenizerError(file + ": field 'model.type': " + cls + " (tokenizer_class in " + cfg.file +
                          ") expects a BPE model with a vocab");
   }
-  if (!model.contains("merges")) model["merges"] = json::array();
+  // The skeleton has no merges; the bridge puts the file's back over this if it has them.
+  model["merges"] = json::array();
   model["dropout"] = nullptr;
   model["ignore_merges"] = false;
   const json sp_decoder = json::array({replace_norm("\xe2\x96\x81", " "), json{{"type", "ByteFallback"}},
@@ -207,11 +196,12 @@ void rebuild(json& tj, const std::string& cls, const TokenizerConfig& cfg, const
 
 }  // namespace
 
-EffectiveTokenizer effective_tokenizer(json tj, const TokenizerConfig& cfg, const std::string& file) {
+EffectiveTokenizer effective_tokenizer(json tj, const VocabLookup& model_vocab, const TokenizerConfig& cfg,
+                                       const std::string& file) {
   if (!tj.is_object() || !tj.contains("model") || !tj["model"].is_object()) {
     throw TokenizerError(file + ": field 'model': missing or not an object");
   }
-  if (!tj["model"].contains("vocab")) throw TokenizerError(file + ": field 'model.vocab': missing");
+  if (!model_vocab.size()) throw TokenizerError(file + ": field 'model.vocab': missing");
   if (cfg.split_special_tokens) {
     throw TokenizerError(cfg.file + ": field 'split_special_tokens': true is not supported");
   }
@@ -233,14 +223,14 @@ EffectiveTokenizer effective_tokenizer(json tj, const TokenizerConfig& cfg, cons
   const json empty = json::array();
   const json& file_added = tj.contains("added_tokens") && tj["added_tokens"].is_array() ? tj["added_tokens"] : empty;
 
-  AddedVocab vocab(tj["model"]);
+  AddedVocab vocab(model_vocab);
   if (spec == nullptr) vocab.load(file_added, file);  // a rebuilt backend starts without them
   // added_tokens_decoder from the config, else (legacy) the file's added_tokens.
   std::map<int64_t, AddedToken> decoder;
   if (cfg.added_tokens_decoder) {
     decoder = *cfg.added_tokens_decoder;
   } else {
-    AddedVocab tmp(tj["model"]);
+    AddedVocab tmp(model_vocab);
     tmp.load(file_added, file);
     for (const auto& e : tmp.to_json()) {
       decoder[e["id"]] = AddedToken{e["content"], e["single_word"], e["lstrip"], e["rstrip"], e["normalized"], e["special"]};

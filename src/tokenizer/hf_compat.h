@@ -10,6 +10,8 @@
 // transformers' backend for every fixture.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,15 +22,27 @@
 namespace mlxcpp {
 
 struct EffectiveTokenizer {
-  nlohmann::json json;                  // the tokenizer.json to hand to the bridge
+  nlohmann::json json;                  // the tokenizer.json skeleton to hand to the bridge
   std::string backend_class;            // "TokenizersBackend", "LlamaTokenizer", ...
   // transformers' special_tokens_map: named special tokens that are set (name -> content).
   std::vector<std::pair<std::string, std::string>> special_tokens_map;
   std::vector<std::string> all_special_tokens;  // named + extra special tokens
 };
 
-// `tokenizer_json` is consumed (it can be tens of MB). `file` names it in errors.
-EffectiveTokenizer effective_tokenizer(nlohmann::json tokenizer_json, const TokenizerConfig& cfg,
+// tokenizer.json's model.vocab, read-only. It stays in the bridge (it is most of the file) and
+// only its size and a few ids are needed here.
+class VocabLookup {
+ public:
+  virtual ~VocabLookup() = default;
+  // nullopt when the model has no "vocab"; else its entries (what new added ids start from).
+  virtual std::optional<int64_t> size() const = 0;
+  virtual std::optional<int64_t> id(const std::string& token) const = 0;
+};
+
+// `skeleton` is tokenizer.json without model.vocab and model.merges (see VocabLookup); the
+// result's .json is the effective skeleton, to which the bridge adds the file's vocab and merges
+// back (the file's merges win over the empty list a rebuilt BPE gains). `file` names it in errors.
+EffectiveTokenizer effective_tokenizer(nlohmann::json skeleton, const VocabLookup& vocab, const TokenizerConfig& cfg,
                                        const std::string& file);
 
 }  // namespace mlxcpp

@@ -1,5 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
+#include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -20,7 +22,7 @@ struct TokenizerImpl {
   std::string file;  // tokenizer.json path, for messages
   bridge::TokenizerHandle handle;
   TokenizerConfig config;
-  EffectiveTokenizer effective;  // .json emptied after loading
+  EffectiveTokenizer effective;  // .json (the skeleton) emptied after loading
   bool cleanup_spaces = false;   // transformers' clean_up_tokenization (never for BPE)
   std::string file_decoder;      // tokenizer.json's "decoder" as written in the file ("" if none)
 };
@@ -28,17 +30,51 @@ struct TokenizerImpl {
 
 namespace {
 
-json read_json(const fs::path& file) {
+struct TokJsonDeleter {
+  void operator()(MlxcppTokJson* h) const { mlxcpp_tokjson_free(h); }
+};
+using TokJsonHandle = std::unique_ptr<MlxcppTokJson, TokJsonDeleter>;
+
+// tokenizer.json parsed once, in the bridge, which keeps model.vocab and model.merges (the bulk
+// of the file); C++ gets the rest as a small skeleton to edit.
+TokJsonHandle parse_tokenizer_json(const fs::path& file) {
   auto text = read_file(file);
   if (!text) {
     throw TokenizerError(file.string() + (fs::exists(file) ? ": cannot open file" : ": file not found"));
   }
-  try {
-    return json::parse(*text);
-  } catch (const json::parse_error& e) {
-    throw TokenizerError(file.string() + ": invalid JSON: " + e.what());
-  }
+  bridge::Status st;
+  MlxcppTokJson* raw = nullptr;
+  st.rc = mlxcpp_tokjson_parse(bridge::bytes(*text), text->size(), &raw, &st.err);
+  if (!st.ok()) throw TokenizerError(file.string() + ": invalid JSON: " + st.message());
+  return TokJsonHandle(raw);
 }
+
+json skeleton_json(const MlxcppTokJson* h, const std::string& file) {
+  bridge::Status st;
+  MlxcppBuf out{nullptr, 0};
+  st.rc = mlxcpp_tokjson_skeleton(h, &out, &st.err);
+  if (!st.ok()) throw TokenizerError(file + ": " + st.message());
+  return json::parse(bridge::take(out));  // the bridge wrote it: valid
+}
+
+// model.vocab as the bridge holds it.
+class BridgeVocab : public VocabLookup {
+ public:
+  explicit BridgeVocab(const MlxcppTokJson* h) : h_(h) {}
+  std::optional<int64_t> size() const override {
+    int64_t n = mlxcpp_tokjson_vocab_size(h_);
+    return n < 0 ? std::nullopt : std::optional<int64_t>(n);
+  }
+  std::optional<int64_t> id(const std::string& token) const override {
+    int64_t id = 0;
+    // Tokens come from parsed JSON (valid UTF-8), so -1 cannot happen; treat it as absent.
+    if (mlxcpp_tokjson_vocab_id(h_, bridge::bytes(token), token.size(), &id) != 1) return std::nullopt;
+    return id;
+  }
+
+ private:
+  const MlxcppTokJson* h_;
+};
 
 // transformers' PreTrainedTokenizerBase.clean_up_tokenization.
 std::string clean_up_tokenization(std::string s) {
@@ -67,17 +103,18 @@ Tokenizer Tokenizer::load(const fs::path& dir) {
   impl->file = file.string();
   if (!fs::exists(file)) throw TokenizerError(impl->file + ": file not found");
   impl->config = TokenizerConfig::load(dir);
-  json tj = read_json(file);
-  if (tj.is_object() && tj.contains("decoder")) impl->file_decoder = tj["decoder"].dump();
-  impl->effective = effective_tokenizer(std::move(tj), impl->config, impl->file);
+  TokJsonHandle parsed = parse_tokenizer_json(file);
+  json skeleton = skeleton_json(parsed.get(), impl->file);
+  if (skeleton.is_object() && skeleton.contains("decoder")) impl->file_decoder = skeleton["decoder"].dump();
+  impl->effective = effective_tokenizer(std::move(skeleton), BridgeVocab(parsed.get()), impl->config, impl->file);
   std::string text = impl->effective.json.dump(-1, ' ', false, json::error_handler_t::strict);
   std::string model_type = impl->effective.json["model"].value("type", "");
-  impl->effective.json = json();  // the vocab lives in the bridge from here on
+  impl->effective.json = json();  // the bridge has the document from here on
   impl->cleanup_spaces = impl->config.clean_up_tokenization_spaces && model_type != "BPE";
 
   bridge::Status st;
   MlxcppTokenizer* raw = nullptr;
-  st.rc = mlxcpp_tokenizer_new(bridge::bytes(text), text.size(), &raw, &st.err);
+  st.rc = mlxcpp_tokenizer_from_tokjson(parsed.get(), bridge::bytes(text), text.size(), &raw, &st.err);
   if (!st.ok()) throw TokenizerError(impl->file + ": " + st.message());
   impl->handle.reset(raw);
   return Tokenizer(std::move(impl));

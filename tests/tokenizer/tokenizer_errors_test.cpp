@@ -68,6 +68,10 @@ TEST(TokenizerErrors, MalformedJsonNamesTheFile) {
   d.write("tokenizer.json", "{\"model\": {\"type\": \"BPE\", ");
   std::string msg = load_error(d.path());
   EXPECT_NE(msg.find("tokenizer.json: invalid JSON"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("line 1 column"), std::string::npos) << msg;
+  d.write("tokenizer.json", "{\"model\": {\"type\": \"\xff\"}}");  // not UTF-8
+  msg = load_error(d.path());
+  EXPECT_NE(msg.find("tokenizer.json: invalid JSON"), std::string::npos) << msg;
 }
 
 TEST(TokenizerErrors, MissingModelNamesTheField) {
@@ -75,6 +79,20 @@ TEST(TokenizerErrors, MissingModelNamesTheField) {
   d.write("tokenizer.json", R"({"version": "1.0", "added_tokens": []})");
   std::string msg = load_error(d.path());
   EXPECT_NE(msg.find("tokenizer.json: field 'model'"), std::string::npos) << msg;
+}
+
+TEST(TokenizerErrors, MissingVocabNamesTheField) {
+  // The vocab stays in the bridge (C++ sees a skeleton without it), yet its absence is still ours to report.
+  ScratchDir d;
+  d.write("tokenizer.json", R"({"model": {"type": "BPE", "merges": []}})");
+  std::string msg = load_error(d.path());
+  EXPECT_NE(msg.find("tokenizer.json: field 'model.vocab': missing"), std::string::npos) << msg;
+}
+
+TEST(TokenizerErrors, ByteOrderMarkIsSkipped) {
+  ScratchDir d;
+  d.write("tokenizer.json", "\xef\xbb\xbf" + kTinyBpe);
+  EXPECT_EQ(Tokenizer::load(d.path()).encode("ab", false), (std::vector<int32_t>{2}));
 }
 
 TEST(TokenizerErrors, InvalidModelIsReportedByTheBridge) {
