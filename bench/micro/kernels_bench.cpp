@@ -71,6 +71,8 @@ BENCHMARK(BM_QMatmul)
     // Batched decode beyond the 8-row GEMV (continuous batching: 16 and 32 sequences).
     ->ArgsProduct({{16, 32, 64, 128}, {1536, 49152}, {576}, {4, 8}, {2}, {2}, {0, 1}})
     ->ArgsProduct({{128}, {1536}, {576}, {4}, {1, 2}, {1, 2}, {0, 1}})
+    // Gemma 3 270M's lm_head (262144 x 640, 8-bit): most of a batched decode step's per-row cost.
+    ->ArgsProduct({{1, 2, 4, 8}, {262144}, {640}, {8}, {2}, {2}, {1}})
     ->Unit(benchmark::kMicrosecond);
 
 // A 512-token prefill GEMM on Gemma 3 270M's shapes (gate/up 2048 x 640, down 640 x 2048) at

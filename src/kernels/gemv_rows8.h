@@ -32,73 +32,121 @@ inline __m256 load8(const uint8_t* p) {
   }
 }
 
-inline __m256i pair(const int16_t* x) {
+inline int32_t pair_bits(const int16_t* x) {
   int32_t v;
   std::memcpy(&v, x, sizeof v);
-  return _mm256_set1_epi32(v);
+  return v;
 }
 
+// One block of 8 W rows in 256-bit vectors (lane j: row j); `I` supplies dot2. A wider
+// variant (AVX-512: two consecutive blocks in one 512-bit vector, lanes 8..15 the second
+// block's rows) has the same members; every lane sees the same operations either way, so a
+// row's result never depends on the width.
 // How far ahead of the group being computed the stream is requested (the hardware prefetcher
 // alone left a thread at ~22 GB/s, 4 KB ahead ~25; 1536 x 576 4-bit rows read from memory).
 inline constexpr int kAhead = 4096;
 
-// x rows [m0, m0 + MB) against the 8 rows of the block at p.
-template <class I, int BITS, ScaleType ST, int G, int MB, bool PREFETCH>
-inline void block(const QInput& in, int m0, const uint8_t* p, int k, float* out, int ldo) {
+template <class I>
+struct Lanes8 {
+  static constexpr int kRows = 8;
+  using vi = __m256i;
+  using vf = __m256;
+  static vi zero() { return _mm256_setzero_si256(); }
+  static vf zero_f() { return _mm256_setzero_ps(); }
+  // Chunk c of a group (16 bytes per block) widened to 16-bit lanes.
+  static vi chunk(const uint8_t* p, long /*block_bytes*/) {
+    return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static vi low4(vi v) { return _mm256_and_si256(v, _mm256_set1_epi16(0x0F)); }
+  static vi high4(vi v) { return _mm256_srli_epi16(v, 4); }
+  static vi pair(const int16_t* x) { return _mm256_set1_epi32(pair_bits(x)); }
+  static vi dot2(vi acc, vi w, vi x) { return I::dot2(acc, w, x); }
+  static vi add(vi a, vi b) { return _mm256_add_epi32(a, b); }
+  static vf to_float(vi v) { return _mm256_cvtepi32_ps(v); }
+  static vf fmadd(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+  static vf set1(float x) { return _mm256_set1_ps(x); }
+  template <ScaleType ST>
+  static vf scales(const uint8_t* p, long /*block_bytes*/) { return load8<ST>(p); }
+  static void store(float* p, vf v) { _mm256_storeu_ps(p, v); }
+  // Requests the stream kAhead bytes past group g (at p; group_bytes each): one sequential
+  // stream, blocks after one another.
+  static void prefetch(const uint8_t* p, int /*g*/, int /*groups*/, long group_bytes, long /*block_bytes*/) {
+    for (long o = 0; o < group_bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + kAhead + o, _MM_HINT_T0);
+  }
+};
+
+// x rows [m0, m0 + MB) against the V::kRows rows of the block(s) at p (blocks block_bytes
+// apart).
+template <class V, int BITS, ScaleType ST, int G, int MB, bool PREFETCH>
+inline void block(const QInput& in, int m0, const uint8_t* p, long block_bytes, int k, float* out, int ldo) {
+  using vi = typename V::vi;
+  using vf = typename V::vf;
   constexpr int kChunks = G * BITS / 16;
   constexpr long kGroupBytes = rows8_group_bytes(BITS, G, ST);
   const int groups = k / G;
-  const __m256i low4 = _mm256_set1_epi16(0x0F);
-  __m256 acc[MB], accb[MB];
-  for (int mm = 0; mm < MB; ++mm) acc[mm] = accb[mm] = _mm256_setzero_ps();
+  vf acc[MB], accb[MB];
+  for (int mm = 0; mm < MB; ++mm) acc[mm] = accb[mm] = V::zero_f();
   for (int g = 0; g < groups; ++g, p += kGroupBytes) {
-    if constexpr (PREFETCH)
-      for (int o = 0; o < kGroupBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + kAhead + o, _MM_HINT_T0);
-    // Four independent sums per x row (vpdpwssd's latency; one or two chains of it ran the
-    // 8-bit GEMV at half speed).
-    __m256i s[MB][4];
+    if constexpr (PREFETCH) V::prefetch(p, g, groups, kGroupBytes, block_bytes);
+    // About four independent sums in flight (vpdpwssd's latency; one or two chains of it ran
+    // the 8-bit GEMV at half speed): four per x row for one row, fewer as rows add chains of
+    // their own (and registers run out). Integer sums are exact, so the split never changes
+    // a result.
+    constexpr int C = MB >= 8 ? 1 : MB >= 4 ? 2 : 4;
+    vi s[MB][C];
     for (int mm = 0; mm < MB; ++mm)
-      for (int a = 0; a < 4; ++a) s[mm][a] = _mm256_setzero_si256();
+      for (int a = 0; a < C; ++a) s[mm][a] = V::zero();
 #pragma GCC unroll 16
     for (int c = 0; c < kChunks; ++c) {
-      const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * c)));
+      const vi v = V::chunk(p + 16 * c, block_bytes);
       for (int mm = 0; mm < MB; ++mm) {
         const int16_t* x = in.xq + static_cast<long>(m0 + mm) * k + g * G;
         if constexpr (BITS == 4) {
-          const int a = 2 * (c & 1);
-          s[mm][a] = I::dot2(s[mm][a], _mm256_and_si256(v, low4), pair(x + 4 * c));
-          s[mm][a + 1] = I::dot2(s[mm][a + 1], _mm256_srli_epi16(v, 4), pair(x + 4 * c + 2));
+          constexpr int lo = 0, hi = C > 1 ? 1 : 0;
+          const int a = C == 4 ? 2 * (c & 1) : 0;
+          s[mm][a + lo] = V::dot2(s[mm][a + lo], V::low4(v), V::pair(x + 4 * c));
+          s[mm][a + hi] = V::dot2(s[mm][a + hi], V::high4(v), V::pair(x + 4 * c + 2));
         } else {
-          s[mm][c & 3] = I::dot2(s[mm][c & 3], v, pair(x + 2 * c));
+          s[mm][c % C] = V::dot2(s[mm][c % C], v, V::pair(x + 2 * c));
         }
       }
     }
-    const __m256 sc = load8<ST>(p + rows8_scale_offset(BITS, G, ST, 0)), bi = load8<ST>(p + rows8_scale_offset(BITS, G, ST, 0, true));
+    const vf sc = V::template scales<ST>(p + rows8_scale_offset(BITS, G, ST, 0), block_bytes);
+    const vf bi = V::template scales<ST>(p + rows8_scale_offset(BITS, G, ST, 0, true), block_bytes);
     for (int mm = 0; mm < MB; ++mm) {
-      const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(s[mm][0], s[mm][1]), _mm256_add_epi32(s[mm][2], s[mm][3]));
-      acc[mm] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), sc, acc[mm]);
-      accb[mm] = _mm256_fmadd_ps(bi, _mm256_set1_ps(in.xsum[static_cast<long>(m0 + mm) * groups + g]), accb[mm]);
+      vi sum = s[mm][0];
+      for (int a = 1; a < C; ++a) sum = V::add(sum, s[mm][a]);
+      acc[mm] = V::fmadd(V::to_float(sum), sc, acc[mm]);
+      accb[mm] = V::fmadd(bi, V::set1(in.xsum[static_cast<long>(m0 + mm) * groups + g]), accb[mm]);
     }
   }
   for (int mm = 0; mm < MB; ++mm)
-    _mm256_storeu_ps(out + static_cast<long>(m0 + mm) * ldo, _mm256_fmadd_ps(_mm256_set1_ps(in.xd[m0 + mm]), acc[mm], accb[mm]));
+    V::store(out + static_cast<long>(m0 + mm) * ldo, V::fmadd(V::set1(in.xd[m0 + mm]), acc[mm], accb[mm]));
 }
 
-// Rows [n0, n1) (multiples of 8) against every row of x, kMb rows of x at a time; a block's
-// stream comes from memory in the first pass (prefetched) and from L1/L2 in the others.
+// Rows [n0, n1) (multiples of 8) against every row of x, kMb rows of x at a time, I::Wide::kRows
+// W rows at a time where that many remain (8 otherwise); a block's stream comes from memory in
+// the first pass (prefetched) and from L1/L2 in the others.
 template <class I, int BITS, ScaleType ST, int G>
 void rows(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, int ldo) {
   const long block_bytes = static_cast<long>(q.k / G) * rows8_group_bytes(BITS, G, ST);
   const auto* base = reinterpret_cast<const uint8_t*>(q.w);
-  for (int n = n0; n < n1; n += 8) {
+  auto run = [&]<class V>(int n) {
     const uint8_t* p = base + static_cast<long>(n / 8) * block_bytes;
     for (int m0 = 0; m0 < in.m; m0 += I::kMb) {
       with_row_count<I::kMb>(std::min(I::kMb, in.m - m0), [&]<int MB>() {
-        if (m0 == 0) block<I, BITS, ST, G, MB, true>(in, m0, p, q.k, out + n, ldo);
-        else block<I, BITS, ST, G, MB, false>(in, m0, p, q.k, out + n, ldo);
+        if (m0 == 0) block<V, BITS, ST, G, MB, true>(in, m0, p, block_bytes, q.k, out + n, ldo);
+        else block<V, BITS, ST, G, MB, false>(in, m0, p, block_bytes, q.k, out + n, ldo);
       });
     }
+  };
+  using Wide = typename I::Wide;
+  int n = n0;
+  if constexpr (Wide::kRows > 8) {
+    if (in.m >= I::kWideMinRows)
+      for (; n + Wide::kRows <= n1; n += Wide::kRows) run.template operator()<Wide>(n);
   }
+  for (; n < n1; n += 8) run.template operator()<Lanes8<I>>(n);
 }
 
 template <class I, int BITS, ScaleType ST>
@@ -119,6 +167,8 @@ struct Table {
       if (!k.rows) return k;
       k.xsum = true;
       k.quantize = quantize_i16_row;
+      // Tasks of whole 8-row blocks (tasks of whole 16-row pairs measured ~10% slower on
+      // Gemma 3's batched decode: coarser tasks balance worse).
       k.n_align = 8;
       return k;
     }

@@ -144,6 +144,41 @@ TEST(Rows8, RepackKeepsEveryValue) {
       }
 }
 
+// A batched decode step's GEMV gives each row exactly what that row gets alone, whatever the
+// number of rows (x rows a pass, chains per row, 8 or 16 W rows a vector all vary with it) and
+// however the pool splits the W rows (n = 136: 17 blocks of 8 rows, tasks of 4 or 2 blocks and
+// a last one of 1).
+TEST(Rows8, DecodeRowsEqualTheirSoloProducts) {
+  const int n = 136, k = 256, max_m = 12;
+  for (int bits : {4, 8})
+    for (auto [dtype, stype] : std::vector<std::pair<mx::Dtype, ScaleType>>{{mx::float32, ScaleType::kF32},
+                                                                              {mx::float16, ScaleType::kF16}}) {
+      auto q = make(max_m, n, k, bits, 32, 500 + bits);
+      auto s = mx::astype(q.scales, dtype), b = mx::astype(q.biases, dtype);
+      mx::eval({s, b});
+      const QMatrixView view{q.w.data<uint32_t>(), s.data<void>(), b.data<void>(), n, k, bits, 32, stype};
+      std::vector<uint32_t> packed(static_cast<size_t>(n) * rows8_row_words(k, bits, 32, stype));
+      repack_rows8(view, packed.data());
+      const QMatrixView view8{packed.data(), nullptr, nullptr, n, k, bits, 32, stype, QLayout::kRows8};
+      for (Isa isa : isas()) {
+        for (int threads : {1, 2}) {
+          KernelContext ctx(KernelOptions{isa, threads});
+          std::vector<float> solo(static_cast<size_t>(max_m) * n);
+          for (int r = 0; r < max_m; ++r)
+            qmatmul(ctx, q.x.data<float>() + static_cast<long>(r) * k, 1, view8, solo.data() + static_cast<long>(r) * n, true);
+          for (int m = 2; m <= max_m; ++m) {
+            std::vector<float> got(static_cast<size_t>(m) * n, -1.f);
+            qmatmul(ctx, q.x.data<float>(), m, view8, got.data(), true);
+            for (long i = 0; i < static_cast<long>(m) * n; ++i) {
+              ASSERT_EQ(got[i], solo[i]) << isa_name(isa) << " threads=" << threads << " bits=" << bits
+                                         << " scales=" << dtype << " m=" << m << " row=" << i / n << " col=" << i % n;
+            }
+          }
+        }
+      }
+    }
+}
+
 // Load time: fast_path_layout repacks exactly where the integer kernels run and cover the
 // matrix; the repacked arrays give the MLX layout's product through the primitive and refuse
 // stock ops with an error.
