@@ -1,6 +1,7 @@
-// GGUF -> HF for the llama and gemma3 families. Sources: llama.cpp convert_hf_to_gguf.py
-// (LlamaModel.permute for Q/K; Gemma3Model adds 1 to every "norm.weight"), gguf-py
-// tensor_mapping.py (names), mlx-lm models/llama.py and models/gemma3_text.py (config fields).
+// GGUF -> HF for the llama, qwen3 and gemma3 families. Sources: llama.cpp convert_hf_to_gguf.py
+// (LlamaModel.permute for Q/K; Qwen3Model, a Qwen2Model, keeps HF's rotate-half Q/K rows;
+// Gemma3Model adds 1 to every "norm.weight"), gguf-py tensor_mapping.py (names), mlx-lm
+// models/llama.py, qwen3.py and gemma3_text.py (config fields).
 #include "artifacts/gguf_arch.h"
 
 #include <charconv>
@@ -124,6 +125,22 @@ const std::map<std::string, std::string>& attention_and_mlp() {
   return kNames;
 }
 
+// attention_and_mlp() plus a family's own block tensors.
+std::map<std::string, std::string> block_names(std::initializer_list<std::pair<const std::string, std::string>> extra) {
+  auto m = attention_and_mlp();
+  for (const auto& [gguf, hf] : extra) m[gguf] = hf;
+  return m;
+}
+
+// common_config plus the HF class, model_type and rope_theta (GGUF's freq_base, else `theta`).
+json family_config(const GgufFile& g, const Keys& k, const char* cls, const char* model_type, double theta) {
+  json c = common_config(g, k);
+  c["architectures"] = {cls};
+  c["model_type"] = model_type;
+  c["rope_theta"] = k.num("rope.freq_base", theta);
+  return c;
+}
+
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
@@ -136,22 +153,15 @@ class LlamaArch : public GgufArch {
       throw WeightError(fmt::format("{}: tensor 'rope_freqs.weight': llama3-style rope scaling is not supported yet",
                                     g.path().string()));
     }
-    json c = common_config(g, k);
-    c["architectures"] = {"LlamaForCausalLM"};
-    c["model_type"] = "llama";
+    json c = family_config(g, k, "LlamaForCausalLM", "llama", 10000.0);
     c["hidden_act"] = "silu";
     c["attention_bias"] = false;
     c["mlp_bias"] = false;
-    c["rope_theta"] = k.num("rope.freq_base", 10000.0);
     if (auto rs = rope_scaling(g, k)) c["rope_scaling"] = *rs;
     return c;
   }
   std::optional<std::string> hf_name(const GgufFile& g, const std::string& name) const override {
-    static const auto kBlock = [] {
-      auto m = attention_and_mlp();
-      m["ffn_norm"] = "post_attention_layernorm";
-      return m;
-    }();
+    static const auto kBlock = block_names({{"ffn_norm", "post_attention_layernorm"}});
     return map_name(g, name, kBlock);
   }
   GgufTensorFix fix(const GgufFile& g, const std::string& hf) const override {
@@ -165,15 +175,30 @@ class LlamaArch : public GgufArch {
   }
 };
 
+class Qwen3Arch : public GgufArch {
+ public:
+  json config(const GgufFile& g) const override {
+    Keys k{g, "qwen3"};
+    json c = family_config(g, k, "Qwen3ForCausalLM", "qwen3", 1000000.0);
+    c["hidden_act"] = "silu";
+    c["rope_scaling"] = rope_scaling(g, k).value_or(json(nullptr));
+    return c;
+  }
+  std::optional<std::string> hf_name(const GgufFile& g, const std::string& name) const override {
+    static const auto kBlock = block_names({{"attn_q_norm", "self_attn.q_norm"},
+                                            {"attn_k_norm", "self_attn.k_norm"},
+                                            {"ffn_norm", "post_attention_layernorm"}});
+    return map_name(g, name, kBlock);
+  }
+  GgufTensorFix fix(const GgufFile&, const std::string&) const override { return {}; }
+};
+
 class Gemma3Arch : public GgufArch {
  public:
   json config(const GgufFile& g) const override {
     Keys k{g, "gemma3"};
-    json c = common_config(g, k);
-    c["architectures"] = {"Gemma3ForCausalLM"};
-    c["model_type"] = "gemma3_text";
+    json c = family_config(g, k, "Gemma3ForCausalLM", "gemma3_text", 1000000.0);
     c["hidden_activation"] = "gelu_pytorch_tanh";
-    c["rope_theta"] = k.num("rope.freq_base", 1000000.0);
     // llama.cpp hard-codes both for gemma3 (llama-model.cpp): local rope base 10k, every 6th
     // layer global.
     c["rope_local_base_freq"] = 10000.0;
@@ -187,15 +212,11 @@ class Gemma3Arch : public GgufArch {
     return c;
   }
   std::optional<std::string> hf_name(const GgufFile& g, const std::string& name) const override {
-    static const auto kBlock = [] {
-      auto m = attention_and_mlp();
-      m["attn_q_norm"] = "self_attn.q_norm";
-      m["attn_k_norm"] = "self_attn.k_norm";
-      m["post_attention_norm"] = "post_attention_layernorm";
-      m["ffn_norm"] = "pre_feedforward_layernorm";
-      m["post_ffw_norm"] = "post_feedforward_layernorm";
-      return m;
-    }();
+    static const auto kBlock = block_names({{"attn_q_norm", "self_attn.q_norm"},
+                                            {"attn_k_norm", "self_attn.k_norm"},
+                                            {"post_attention_norm", "post_attention_layernorm"},
+                                            {"ffn_norm", "pre_feedforward_layernorm"},
+                                            {"post_ffw_norm", "post_feedforward_layernorm"}});
     return map_name(g, name, kBlock);
   }
   GgufTensorFix fix(const GgufFile&, const std::string& hf) const override {
@@ -207,14 +228,16 @@ class Gemma3Arch : public GgufArch {
 
 }  // namespace
 
-std::vector<std::string> supported_gguf_architectures() { return {"gemma3", "llama"}; }
+std::vector<std::string> supported_gguf_architectures() { return {"gemma3", "llama", "qwen3"}; }
 
 const GgufArch& gguf_arch_for(const GgufFile& g) {
   static const LlamaArch kLlama;
   static const Gemma3Arch kGemma3;
+  static const Qwen3Arch kQwen3;
   const std::string arch = g.req_string("general.architecture");
   if (arch == "llama") return kLlama;
   if (arch == "gemma3") return kGemma3;
+  if (arch == "qwen3") return kQwen3;
   g.fail_key("general.architecture", fmt::format("unsupported architecture '{}' (supported: {})", arch,
                                                  fmt::join(supported_gguf_architectures(), ", ")));
 }

@@ -1,5 +1,6 @@
 // Dense llama family. Ports mlx_lm/models/llama.py (also mistral, which mlx-lm remaps to
-// llama), qwen2.py (q/k/v bias, head_dim = hidden/heads) and smollm3.py (NoPE layers).
+// llama), qwen2.py (q/k/v bias, head_dim = hidden/heads), qwen3.py (per-head q/k RMSNorm
+// before RoPE, head_dim required, no biases, no sliding layers) and smollm3.py (NoPE layers).
 // Reads: hidden_size, num_hidden_layers, intermediate_size, num_attention_heads,
 // num_key_value_heads, head_dim, rms_norm_eps, vocab_size, rope_theta, rope_traditional,
 // rope_scaling, max_position_embeddings, attention_bias, mlp_bias, tie_word_embeddings,
@@ -30,6 +31,7 @@ struct LlamaArgs {
   int hidden = 0, layers = 0, intermediate = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;
   float eps = 1e-6f;
   bool qkv_bias = false, o_bias = false, mlp_bias = false, tie = true;
+  bool qk_norm = false;  // qwen3
   RopeParams rope;
   std::optional<JsonView> rope_scaling;
   std::vector<bool> sliding;  // per layer
@@ -43,13 +45,15 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
   LlamaArgs a;
   a.model_type = c.req_string("model_type");
   const bool qwen2 = a.model_type == "qwen2";
+  const bool qwen3 = a.model_type == "qwen3";
+  a.qk_norm = qwen3;
   a.hidden = c.req_int32("hidden_size");
   a.layers = c.req_int32("num_hidden_layers");
   a.intermediate = c.req_int32("intermediate_size");
   a.heads = c.req_int32("num_attention_heads");
   a.eps = static_cast<float>(c.req_number("rms_norm_eps"));
   a.vocab = c.req_int32("vocab_size");
-  if (qwen2) a.kv_heads = c.req_int32("num_key_value_heads");
+  if (qwen2 || qwen3) a.kv_heads = c.req_int32("num_key_value_heads");
   else a.kv_heads = c.int32_or("num_key_value_heads", a.heads);
   if (a.hidden <= 0 || a.layers <= 0 || a.heads <= 0 || a.vocab <= 0 || a.intermediate <= 0) {
     c.fail("hidden_size", "hidden_size, num_hidden_layers, num_attention_heads, intermediate_size and vocab_size must be positive");
@@ -57,22 +61,34 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
   if (a.kv_heads <= 0 || a.heads % a.kv_heads != 0) {
     c.fail("num_key_value_heads", fmt::format("{} must divide num_attention_heads ({})", a.kv_heads, a.heads));
   }
-  a.head_dim = qwen2 ? a.hidden / a.heads : c.int32_or("head_dim", a.hidden / a.heads);
+  a.head_dim = qwen2 ? a.hidden / a.heads : qwen3 ? c.req_int32("head_dim") : c.int32_or("head_dim", a.hidden / a.heads);
   if (a.head_dim <= 0) c.fail("head_dim", "must be positive");
-  a.qkv_bias = qwen2 ? true : c.bool_or("attention_bias", false);
-  a.o_bias = qwen2 ? false : a.qkv_bias;
-  a.mlp_bias = qwen2 ? false : c.bool_or("mlp_bias", false);
+  a.qkv_bias = qwen2 ? true : qwen3 ? false : c.bool_or("attention_bias", false);
+  a.o_bias = (qwen2 || qwen3) ? false : a.qkv_bias;
+  a.mlp_bias = (qwen2 || qwen3) ? false : c.bool_or("mlp_bias", false);
   a.tie = c.bool_or("tie_word_embeddings", true);
   a.rope.dims = a.head_dim;
-  a.rope.base = c.number_or("rope_theta", qwen2 ? 1000000.0 : 10000.0);
-  a.rope.traditional = c.bool_or("rope_traditional", false);
+  a.rope.traditional = qwen3 ? false : c.bool_or("rope_traditional", false);
   a.rope.max_position_embeddings = c.opt_int("max_position_embeddings");
   if (qwen2 && !a.rope.max_position_embeddings) a.rope.max_position_embeddings = 32768;
   a.rope_scaling = c.get("rope_scaling");
+  if (qwen3) {
+    // transformers >= 5 nests rope_theta and the scaling under rope_parameters.
+    auto params = c.get("rope_parameters");
+    if (params && params->node().is_object() && !params->node().empty()) {
+      if (!c.has("rope_theta") && params->has("rope_theta")) a.rope.base = params->req_number("rope_theta");
+      if (!a.rope_scaling) a.rope_scaling = params;
+    }
+    if (c.has("rope_theta")) a.rope.base = c.req_number("rope_theta");
+    else if (!params || !params->has("rope_theta")) c.fail("rope_theta", "missing from the model config");
+  } else {
+    a.rope.base = c.number_or("rope_theta", qwen2 ? 1000000.0 : 10000.0);
+  }
 
   a.sliding.assign(a.layers, false);
   a.use_rope.assign(a.layers, true);
-  if (!qwen2 && c.has("layer_types")) {
+  // qwen3.py ignores layer_types / sliding_window (every layer attends fully).
+  if (!qwen2 && !qwen3 && c.has("layer_types")) {
     const auto& lt = c.node()["layer_types"];
     if (!lt.is_array() || lt.size() != static_cast<size_t>(a.layers)) {
       c.fail("layer_types", fmt::format("expected a list of {} layer types", a.layers));
@@ -85,7 +101,7 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
       a.sliding[i] = t == "sliding_attention";
     }
   }
-  if (!qwen2) {
+  if (!qwen2 && !qwen3) {
     if (auto w = c.opt_int("sliding_window")) a.sliding_window = static_cast<int>(*w);
   }
   if (a.model_type == "smollm3") {
@@ -114,12 +130,20 @@ class Attention {
         head_dim_(a.head_dim),
         scale_(static_cast<float>(std::pow(static_cast<double>(a.head_dim), -0.5))) {
     if (use_rope) rope_ = Rope::create(a.rope, a.rope_scaling);
+    if (a.qk_norm) {
+      q_norm_ = RMSNorm::load(ctx, p + ".q_norm", a.head_dim, a.eps);
+      k_norm_ = RMSNorm::load(ctx, p + ".k_norm", a.head_dim, a.eps);
+    }
   }
 
   mx::array operator()(const mx::array& x, const AttentionMask& mask, KVCacheBase* cache) const {
     const int B = x.shape(0), L = x.shape(1);
-    auto q = mx::transpose(mx::reshape(q_(x), {B, L, heads_, -1}), {0, 2, 1, 3});
-    auto k = mx::transpose(mx::reshape(k_(x), {B, L, kv_heads_, -1}), {0, 2, 1, 3});
+    auto heads = [&](const mx::array& t, int n, const std::optional<RMSNorm>& norm) {
+      auto r = mx::reshape(t, {B, L, n, -1});
+      return mx::transpose(norm ? (*norm)(r) : r, {0, 2, 1, 3});  // qwen3: the norm before the transpose
+    };
+    auto q = heads(q_(x), heads_, q_norm_);
+    auto k = heads(k_(x), kv_heads_, k_norm_);
     auto v = mx::transpose(mx::reshape(v_(x), {B, L, kv_heads_, -1}), {0, 2, 1, 3});
     if (rope_) {
       q = rope_->apply(q, cache);
@@ -132,14 +156,23 @@ class Attention {
 
   void collect(std::vector<mx::array>& out) const {
     for (const auto* l : {&q_, &k_, &v_, &o_}) l->collect(out);
+    if (q_norm_) q_norm_->collect(out);
+    if (k_norm_) k_norm_->collect(out);
   }
 
   FusedAttentionLayer fused_layer(const RMSNorm& norm) const {
-    return {norm.weight(), norm.eps(), q_, k_, v_, o_, rope_ ? &*rope_ : nullptr, heads_, kv_heads_, head_dim_, scale_};
+    FusedAttentionLayer f{norm.weight(), norm.eps(), q_, k_, v_, o_, rope_ ? &*rope_ : nullptr, heads_, kv_heads_,
+                          head_dim_, scale_};
+    if (q_norm_) {
+      f.q_norm = q_norm_->weight();
+      f.k_norm = k_norm_->weight();
+    }
+    return f;
   }
 
  private:
   Linear q_, k_, v_, o_;
+  std::optional<RMSNorm> q_norm_, k_norm_;
   std::optional<Rope> rope_;
   int heads_, kv_heads_, head_dim_;
   float scale_;

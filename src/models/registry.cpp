@@ -18,6 +18,7 @@ const std::vector<FamilyRecord>& families() {
       {"llama", "llama", load_llama},
       {"mistral", "llama", load_llama},
       {"qwen2", "llama", load_llama},
+      {"qwen3", "llama", load_llama},
       {"smollm3", "llama", load_llama},
       {"gemma3_text", "gemma3", load_gemma3},
       {"gemma3", "gemma3", load_gemma3},

@@ -51,13 +51,15 @@ TEST_P(GgufConvert, TensorsEqualGgufPyDequantization) {
   const json cases = JsonView::parse_file(gguf_goldens() / "cases.json");
   const json& c = cases.at(GetParam());
   auto report = convert_gguf(gguf_goldens() / c.at("gguf").get<std::string>(), dir_.path());
-  EXPECT_EQ(report.architecture, "llama");
+  const std::string arch = c.at("arch");
+  EXPECT_EQ(report.architecture, arch);
 
   const json config = JsonView::parse_file(dir_ / "config.json");
-  EXPECT_EQ(config.at("model_type"), "llama");
+  EXPECT_EQ(config.at("model_type"), arch);
   EXPECT_EQ(config.at("num_attention_heads"), 4);
   EXPECT_EQ(config.at("num_key_value_heads"), 2);
   EXPECT_EQ(config.at("hidden_size"), 128);
+  EXPECT_EQ(config.at("head_dim"), arch == "qwen3" ? 48 : 32);
   EXPECT_EQ(config.at("tie_word_embeddings"), true);
   EXPECT_EQ(config.at("vocab_size"), 512);
 
@@ -81,13 +83,18 @@ TEST_P(GgufConvert, TensorsEqualGgufPyDequantization) {
 
   // Our own loader accepts the snapshot, and the tokenizer files are there.
   auto ck = Checkpoint::open(dir_.path());
-  EXPECT_EQ(ck.model_type(), "llama");
+  EXPECT_EQ(ck.model_type(), arch);
   const json tok = JsonView::parse_file(dir_ / "tokenizer.json");
   EXPECT_EQ(tok.at("model").at("type"), "BPE");
   EXPECT_EQ(tok.at("added_tokens").at(0).at("content"), "<|endoftext|>");
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, GgufConvert, ::testing::Values("q8_0", "q4_0", "f16"));
+INSTANTIATE_TEST_SUITE_P(Cases, GgufConvert, ::testing::Values("q8_0", "q4_0", "f16", "qwen3-q8_0"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (auto& ch : s) if (ch == '-') ch = '_';
+                           return s;
+                         });
 
 TEST(GgufConvertErrors, UnsupportedArchitectureIsNamed) {
   auto file = vocab_dir() / "ggml-vocab-gpt-2.gguf";

@@ -150,6 +150,8 @@ TEST(FastPathIsa, EveryIsaMatchesParity) {
 const std::vector<std::string> kBlockModels = {
     "llama-q4g64", "llama-q8g32", "llama-q2g32", "llama-q3g128", "llama-q5g64", "llama-q6g32", "llama-mixed",
     "llama3rope-untied-q4g64", "qwen2-q4g64", "qwen2-q8g32", "smollm3-q4g64",
+    // Qwen3: per-head q/k norms (plain RMSNorm weights) in the blocks.
+    "qwen3-q4g64", "qwen3-untied-q8g32",
     // Gemma 3: q/k norms, post-norms, GeGLU, sliding-window layers (window 8) in the blocks.
     "gemma3-text-q4g64"};
 // Checkpoints whose fast mode runs stock ops except the quantized matmuls (our kernels via nn::Linear).

@@ -233,3 +233,28 @@ TEST_F(LoadErrors, BadLayerTypes) {
   edit_config([](json& c) { c["layer_types"] = json::array({"full_attention", "global"}); });
   expect_contains(load_error<ConfigError>(), {config().string(), "field 'layer_types'", "global"});
 }
+
+TEST_F(LoadErrors, Qwen3ConfigAndNorms) {
+  use("qwen3-q4g64");
+  // transformers >= 5 nests rope_theta under rope_parameters: the same model, the same logits.
+  auto logits = [&] {
+    auto m = load_model(model_, ModelOptions::parity_mode());
+    auto ids = mx::array({1, 5, 9, 300}, {1, 4}, mx::int32);
+    auto out = (*m.model)(ids, nullptr);
+    mx::eval(out);
+    return out;
+  };
+  auto before = logits();
+  edit_config([](json& c) {
+    c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", c["rope_theta"]}};
+    c.erase("rope_theta");
+  });
+  EXPECT_TRUE(mx::array_equal(logits(), before).item<bool>());
+  edit_config([](json& c) { c.erase("rope_parameters"); });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'rope_theta'", "missing"});
+  edit_config([](json& c) { c["rope_theta"] = 1000000.0; c.erase("head_dim"); });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'head_dim'"});
+  edit_config([](json& c) { c["head_dim"] = 48; });
+  edit_weights([](Tensors& t) { t.erase("model.layers.1.self_attn.k_norm.weight"); });
+  expect_contains(load_error<WeightError>(), {"tensor 'model.layers.1.self_attn.k_norm.weight'", "missing"});
+}

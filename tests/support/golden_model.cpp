@@ -16,7 +16,7 @@ const std::vector<std::string>& tiny_model_names() {
   static const std::vector<std::string> kNames = {
       "llama-bf16",  "llama-q4g64",        "llama-q8g32",     "llama3rope-untied-q4g64",
       "llama-swa-bf16", "llama-mixed",     "llama-q4g64-sharded", "qwen2-bf16",
-      "qwen2-q4g64", "qwen2-q8g32", "llama-q2g32", "llama-q3g128", "llama-q5g64", "llama-q6g32",
+      "qwen2-q4g64", "qwen2-q8g32", "qwen3-bf16", "qwen3-q4g64", "qwen3-untied-q8g32", "llama-q2g32", "llama-q3g128", "llama-q5g64", "llama-q6g32",
       "llama-mxfp4", "llama-nvfp4", "llama-mxfp8", "mistral-yarn-bias-bf16", "llama-linear-untied-bf16",
       "llama-dynamic-bf16", "smollm3-q4g64",
       "gemma3-text-bf16", "gemma3-text-q4g64", "gemma3-nested-untied-bf16"};

@@ -2,16 +2,18 @@
 exact conversion must produce.
 
 Usage: .venv/bin/python tools/oracle/gguf_goldens.py GOLDEN_DIR
-Reads GOLDEN_DIR/models/llama-bf16 (tiny_models.py) and writes GOLDEN_DIR/gguf/:
+Reads GOLDEN_DIR/models/llama-bf16 and qwen3-bf16 (tiny_models.py) and writes GOLDEN_DIR/gguf/:
   tiny-llama-<case>.gguf           the checkpoint as llama.cpp's convert_hf_to_gguf.py lays it out:
                                    llama.* metadata, Q/K rows `permute`d, a small gpt2 vocabulary
   tiny-llama-<case>.expected.safetensors
                                    HF names -> float32: gguf.quants.dequantize of each stored
                                    tensor with the permutation undone (what mlx must compute from
                                    our snapshot: mx.dequantize or the dense tensor)
-  cases.json                       case -> {gguf, expected, types}
+  tiny-qwen3-q8_0.gguf (+ .expected)  qwen3.* metadata (head_dim 48 as key_length), Q/K rows as
+                                   HF has them (Qwen3Model keeps rotate-half), q/k norms
+  cases.json                       case -> {gguf, expected, types, arch}
 Cases: q8_0 (every matrix Q8_0), q4_0 (matrices Q4_0, embedding Q8_0: per-path overrides),
-f16 (matrices F16). Norms are F32 throughout.
+f16 (matrices F16), qwen3-q8_0. Norms are F32 throughout.
 """
 
 import json
@@ -33,6 +35,7 @@ BLOCK = {
     "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
     "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
     "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+    "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
 }
 
 
@@ -80,11 +83,13 @@ def vocab(size):
     return tokens, types, merges
 
 
-def write_case(case, weights, cfg, out):
+def write_case(case, weights, cfg, out, arch="llama"):
     heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    path = out / f"tiny-llama-{case}.gguf"
-    w = gguf.GGUFWriter(str(path), "llama")
-    w.add_name(f"tiny-llama-{case}")
+    head_dim = cfg.get("head_dim", cfg["hidden_size"] // heads)
+    permuted = arch == "llama"  # convert_hf_to_gguf permutes Q/K for llama only (not Qwen2/3)
+    path = out / f"tiny-{arch}-{case}.gguf"
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(f"tiny-{arch}-{case}")
     w.add_block_count(cfg["num_hidden_layers"])
     w.add_context_length(cfg["max_position_embeddings"])
     w.add_embedding_length(cfg["hidden_size"])
@@ -94,7 +99,10 @@ def write_case(case, weights, cfg, out):
     w.add_rope_freq_base(cfg["rope_theta"])
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     w.add_vocab_size(cfg["vocab_size"])
-    w.add_rope_dimension_count(cfg["hidden_size"] // heads)
+    w.add_rope_dimension_count(head_dim)
+    if head_dim != cfg["hidden_size"] // heads:
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
     tokens, types, merges = vocab(cfg["vocab_size"])
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("gpt-2")
@@ -106,9 +114,9 @@ def write_case(case, weights, cfg, out):
     expected, used = {}, set()
     for hf, arr in sorted(weights.items()):
         data = np.array(arr.astype(mx.float32))
-        if hf.endswith("q_proj.weight"):
+        if permuted and hf.endswith("q_proj.weight"):
             data = permute(data, heads)
-        elif hf.endswith("k_proj.weight"):
+        elif permuted and hf.endswith("k_proj.weight"):
             data = permute(data, kv_heads)
         if data.ndim == 1:
             qtype = T.F32
@@ -122,30 +130,36 @@ def write_case(case, weights, cfg, out):
         stored = gguf.quants.quantize(data, qtype)
         w.add_tensor(gguf_name(hf), stored, raw_dtype=qtype)
         ref = gguf.quants.dequantize(stored, qtype).astype(np.float32)
-        if hf.endswith("q_proj.weight"):
+        if permuted and hf.endswith("q_proj.weight"):
             ref = unpermute(ref, heads)
-        elif hf.endswith("k_proj.weight"):
+        elif permuted and hf.endswith("k_proj.weight"):
             ref = unpermute(ref, kv_heads)
         expected[hf] = np.ascontiguousarray(ref)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    exp_path = out / f"tiny-llama-{case}.expected.safetensors"
+    exp_path = out / f"tiny-{arch}-{case}.expected.safetensors"
     save_file(expected, str(exp_path), metadata={"source": "gguf-py dequantize, permutation undone"})
-    return {"gguf": path.name, "expected": exp_path.name, "types": sorted(used)}
+    return {"gguf": path.name, "expected": exp_path.name, "types": sorted(used), "arch": arch}
+
+
+def load(golden, name):
+    src = golden / "models" / name
+    weights = {}
+    for f in sorted(src.glob("*.safetensors")):
+        weights.update(mx.load(str(f)))
+    return weights, json.loads((src / "config.json").read_text())
 
 
 def main():
     golden = Path(sys.argv[1])
-    src = golden / "models" / "llama-bf16"
-    cfg = json.loads((src / "config.json").read_text())
-    weights = {}
-    for f in sorted(src.glob("*.safetensors")):
-        weights.update(mx.load(str(f)))
     out = golden / "gguf"
     out.mkdir(parents=True, exist_ok=True)
+    weights, cfg = load(golden, "llama-bf16")
     cases = {case: write_case(case, weights, cfg, out) for case in ("q8_0", "q4_0", "f16")}
+    weights, cfg = load(golden, "qwen3-bf16")
+    cases["qwen3-q8_0"] = write_case("q8_0", weights, cfg, out, arch="qwen3")
     (out / "cases.json").write_text(json.dumps(cases, indent=2) + "\n")
     print(f"gguf goldens: {', '.join(cases)} -> {out}")
 

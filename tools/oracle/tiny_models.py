@@ -11,7 +11,7 @@ from pathlib import Path
 import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
-from mlx_lm.models import gemma3, gemma3_text, llama, qwen2, smollm3
+from mlx_lm.models import gemma3, gemma3_text, llama, qwen2, qwen3, smollm3
 from mlx_lm.utils import quantize_model, save_config, save_model
 
 BASE = {
@@ -27,6 +27,9 @@ BASE = {
 
 LLAMA = {**BASE, "model_type": "llama", "rope_theta": 10000.0, "tie_word_embeddings": True}
 QWEN2 = {**BASE, "model_type": "qwen2", "rope_theta": 1000000.0, "tie_word_embeddings": True}
+# head_dim * heads != hidden on purpose (Qwen3-0.6B: 16 x 128 over 1024); untied like Qwen3-8B.
+QWEN3 = {**BASE, "model_type": "qwen3", "head_dim": 48, "rope_theta": 1000000.0, "tie_word_embeddings": True}
+QWEN3_UNTIED = {**QWEN3, "tie_word_embeddings": False}
 LLAMA3 = {
     **LLAMA,
     "tie_word_embeddings": False,
@@ -103,6 +106,9 @@ SPECS = {
     "qwen2-bf16": (QWEN2, None),
     "qwen2-q4g64": (QWEN2, (4, 64)),
     "qwen2-q8g32": (QWEN2, (8, 32)),
+    "qwen3-bf16": (QWEN3, None),
+    "qwen3-q4g64": (QWEN3, (4, 64)),
+    "qwen3-untied-q8g32": (QWEN3_UNTIED, (8, 32)),
     "gemma3-text-bf16": (GEMMA3_TEXT, None),
     "gemma3-text-q4g64": (GEMMA3_TEXT, (4, 64)),
     "gemma3-nested-untied-bf16": (GEMMA3_NESTED, None),
@@ -112,17 +118,22 @@ MODULES = {
     "llama": llama,
     "mistral": llama,
     "qwen2": qwen2,
+    "qwen3": qwen3,
     "smollm3": smollm3,
     "gemma3_text": gemma3_text,
     "gemma3": gemma3,
 }
 
 
-def gemma_setup(model, tie):
-    """Gemma norm weights init to ones (all equal): perturb them so each norm is exercised, and
-    tie the head as sanitize() does when a checkpoint has no lm_head.weight."""
+def perturb_norms(model):
+    """Norm weights init to ones (all equal): perturb them so each norm is exercised."""
     norms = [(k, v + 0.2 * mx.random.normal(v.shape)) for k, v in tree_flatten(model.parameters()) if k.endswith("norm.weight")]
     model.load_weights(norms, strict=False)
+
+
+def gemma_setup(model, tie):
+    """Perturbed norms, and the head tied as sanitize() does when a checkpoint has no lm_head.weight."""
+    perturb_norms(model)
     if tie:
         lm = model.language_model if hasattr(model, "language_model") else model
         lm.pop("lm_head")
@@ -135,6 +146,8 @@ def build(name, config, quant, seed):
     model = mod.Model(mod.ModelArgs.from_dict(copy.deepcopy(config)))
     if config["model_type"].startswith("gemma3"):
         gemma_setup(model, tie="untied" not in name)
+    if config["model_type"] == "qwen3":
+        perturb_norms(model)  # the q/k norms above all
     model.set_dtype(mx.bfloat16)
     mx.eval(model.parameters())
     config = copy.deepcopy(config)
