@@ -93,7 +93,8 @@ INSTANTIATE_TEST_SUITE_P(Goldens, BatchParity,
                                            Scenario{"llama_one_row", "llama-q4g64"},
                                            Scenario{"qwen2_wide", "qwen2-q4g64"},
                                            Scenario{"gemma3_rings", "gemma3-text-bf16"},
-                                           Scenario{"llama_swa_rings", "llama-swa-bf16"}),
+                                           Scenario{"llama_swa_rings", "llama-swa-bf16"},
+                                           Scenario{"qwen3_join_leave", "qwen3-q4g64"}),
                          [](const auto& info) { return info.param.name; });
 
 // A greedy row of `prompt` with no cache.
@@ -180,27 +181,32 @@ TEST(BatchGenerator, RemovedRowCacheContinuesLikeTheRow) {
 // The fast path batches ragged caches by default: rows of very different lengths, one joining
 // in 16-token chunks while the others decode, one leaving early; each row's greedy tokens equal
 // its solo run's. The same with mlx-lm's left-padded caches on the fast path (ragged = 0).
+// Llama and Qwen3 (q/k norms in the blocks).
 TEST(BatchGenerator, FastPathRowsEqualSoloRuns) {
-  auto loaded = load_model(tiny_model_dir("llama-q4g64"));
-  ASSERT_TRUE(loaded.model->fast_path());
-  auto prompts = prompts_of({13, 150, 40, 9}, loaded.model->vocab_size());
-  const std::vector<int> max_tokens{20, 12, 3, 16};
-  for (int ragged : {-1, 0}) {
-    BatchGenerator gen(*loaded.model, {.prefill_step_size = 64, .decode_prefill_step = 16, .ragged = ragged,
-                                       .prefill_batch_size = 1});
-    EXPECT_EQ(gen.ragged(), ragged != 0);
-    std::map<RowId, size_t> idx;
-    std::vector<std::vector<int>> out(prompts.size());
-    for (size_t i = 0; i < 2; ++i) idx[gen.insert(row_of(prompts[i], max_tokens[i]))] = i;
-    for (int step = 0; !gen.idle() && step < 500; ++step) {
-      if (step == 3 || step == 5) {  // join while the others decode
-        const size_t i = step == 3 ? 2 : 3;
-        idx[gen.insert(row_of(prompts[i], max_tokens[i]))] = i;
+  for (const char* name : {"llama-q4g64", "qwen3-q4g64"}) {
+    SCOPED_TRACE(name);
+    auto loaded = load_model(tiny_model_dir(name));
+    ASSERT_TRUE(loaded.model->fast_path());
+    auto prompts = prompts_of({13, 150, 40, 9}, loaded.model->vocab_size());
+    const std::vector<int> max_tokens{20, 12, 3, 16};
+    for (int ragged : {-1, 0}) {
+      BatchGenerator gen(*loaded.model, {.prefill_step_size = 64, .decode_prefill_step = 16, .ragged = ragged,
+                                         .prefill_batch_size = 1});
+      EXPECT_EQ(gen.ragged(), ragged != 0);
+      std::map<RowId, size_t> idx;
+      std::vector<std::vector<int>> out(prompts.size());
+      for (size_t i = 0; i < 2; ++i) idx[gen.insert(row_of(prompts[i], max_tokens[i]))] = i;
+      for (int step = 0; !gen.idle() && step < 500; ++step) {
+        if (step == 3 || step == 5) {  // join while the others decode
+          const size_t i = step == 3 ? 2 : 3;
+          idx[gen.insert(row_of(prompts[i], max_tokens[i]))] = i;
+        }
+        for (const auto& t : gen.next()) out[idx[t.row]].push_back(t.token);
       }
-      for (const auto& t : gen.next()) out[idx[t.row]].push_back(t.token);
-    }
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      EXPECT_EQ(out[i], run_solo(*loaded.model, prompts[i], max_tokens[i])) << "ragged " << ragged << " row " << i;
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        EXPECT_EQ(out[i], run_solo(*loaded.model, prompts[i], max_tokens[i]))
+            << "ragged " << ragged << " row " << i;
+      }
     }
   }
   // Parity mode has no fused blocks: left-padded caches (and a request for ragged ones fails).

@@ -40,6 +40,9 @@ SCENARIOS = [
         (11, 12, 10, -1, 0), (4, 14, 6, -1, 1.3)]),
     ("llama_swa_rings", "llama-swa-bf16", (6, 2, 4), [
         (10, 0, 14, -1, 0), (15, 0, 10, 7, 0), (4, 3, 12, -1, 0), (12, 11, 8, -1, 0)]),
+    # Qwen3: per-head q/k norms under per-row RoPE offsets; rows join and leave.
+    ("qwen3_join_leave", "qwen3-q4g64", (6, 3, 4), [
+        (8, 0, 10, -1, 0), (21, 0, 7, 6, 0), (3, 0, 12, -1, 1.2), (13, 5, 9, -1, 0), (6, 8, 6, -1, 0)]),
 ]
 MAX_STEPS = 80
 
