@@ -106,12 +106,13 @@ SPECS = {
     "qwen2-bf16": (QWEN2, None),
     "qwen2-q4g64": (QWEN2, (4, 64)),
     "qwen2-q8g32": (QWEN2, (8, 32)),
-    "qwen3-bf16": (QWEN3, None),
-    "qwen3-q4g64": (QWEN3, (4, 64)),
-    "qwen3-untied-q8g32": (QWEN3_UNTIED, (8, 32)),
     "gemma3-text-bf16": (GEMMA3_TEXT, None),
     "gemma3-text-q4g64": (GEMMA3_TEXT, (4, 64)),
     "gemma3-nested-untied-bf16": (GEMMA3_NESTED, None),
+    # New entries go last: each checkpoint's seed is 1234 + its position here.
+    "qwen3-bf16": (QWEN3, None),
+    "qwen3-q4g64": (QWEN3, (4, 64)),
+    "qwen3-untied-q8g32": (QWEN3_UNTIED, (8, 32)),
 }
 
 MODULES = {
