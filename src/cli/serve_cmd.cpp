@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/common_options.h"
+#include "core/elapsed.h"
 #include "core/errors.h"
 #include "scheduler/model_text.h"
 #include "server/server_app.h"
@@ -79,8 +80,7 @@ int run(ServeArgs& a, std::chrono::steady_clock::time_point t0) {
   mopts.kernels.kv_f16 = !a.model.kv_f32;
   mopts.kernels.repack = !a.model.mlx_layout;
   auto model = sched::load_served_model(a.model.model, mopts, a.served);
-  spdlog::debug("model loaded {:.1f} ms after start",
-                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  spdlog::debug("model loaded {:.1f} ms after start", ms_since(t0));
   return server::run_server(model, s, [&](const std::string& url) {
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::cout << fmt::format("mlxcpp serve: ready at {} (model {}, tool calls: {}, {:.2f} s)", url, model.id,

@@ -136,6 +136,8 @@ struct VnniRows8 {
   static constexpr int kMb = 8;
   static __m256i dot2(__m256i acc, __m256i w, __m256i x) { return _mm256_dpwssd_epi32(acc, w, x); }
   using Wide = Lanes16;
+  // Fewer x rows keep 256-bit vectors: the GEMV is then bandwidth-bound, and the two-block
+  // stream read ~1.5x slower from L3/memory at one row.
   static constexpr int kWideMinRows = 4;
 };
 

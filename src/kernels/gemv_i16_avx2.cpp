@@ -287,7 +287,6 @@ struct I16Table {
 struct MaddRows8 {
   static constexpr int kMb = 2;
   static __m256i dot2(__m256i acc, __m256i w, __m256i x) { return _mm256_add_epi32(acc, _mm256_madd_epi16(w, x)); }
-  using Wide = rows8::Lanes8<MaddRows8>;
 };
 
 }  // namespace

@@ -38,14 +38,14 @@ inline int32_t pair_bits(const int16_t* x) {
   return v;
 }
 
-// One block of 8 W rows in 256-bit vectors (lane j: row j); `I` supplies dot2. A wider
-// variant (AVX-512: two consecutive blocks in one 512-bit vector, lanes 8..15 the second
-// block's rows) has the same members; every lane sees the same operations either way, so a
-// row's result never depends on the width.
 // How far ahead of the group being computed the stream is requested (the hardware prefetcher
 // alone left a thread at ~22 GB/s, 4 KB ahead ~25; 1536 x 576 4-bit rows read from memory).
 inline constexpr int kAhead = 4096;
 
+// One block of 8 W rows in 256-bit vectors (lane j: row j); `I` supplies dot2. A wider
+// variant (I::Wide, AVX-512: two consecutive blocks in one 512-bit vector, lanes 8..15 the
+// second block's rows, from I::kWideMinRows x rows) has the same members; every lane sees the
+// same operations either way, so a row's result never depends on the width.
 template <class I>
 struct Lanes8 {
   static constexpr int kRows = 8;
@@ -101,11 +101,10 @@ inline void block(const QInput& in, int m0, const uint8_t* p, long block_bytes, 
       const vi v = V::chunk(p + 16 * c, block_bytes);
       for (int mm = 0; mm < MB; ++mm) {
         const int16_t* x = in.xq + static_cast<long>(m0 + mm) * k + g * G;
-        if constexpr (BITS == 4) {
-          constexpr int lo = 0, hi = C > 1 ? 1 : 0;
+        if constexpr (BITS == 4) {  // low nibbles into chain a, high ones into the next (if any)
           const int a = C == 4 ? 2 * (c & 1) : 0;
-          s[mm][a + lo] = V::dot2(s[mm][a + lo], V::low4(v), V::pair(x + 4 * c));
-          s[mm][a + hi] = V::dot2(s[mm][a + hi], V::high4(v), V::pair(x + 4 * c + 2));
+          s[mm][a] = V::dot2(s[mm][a], V::low4(v), V::pair(x + 4 * c));
+          s[mm][a + (C > 1)] = V::dot2(s[mm][a + (C > 1)], V::high4(v), V::pair(x + 4 * c + 2));
         } else {
           s[mm][c % C] = V::dot2(s[mm][c % C], v, V::pair(x + 2 * c));
         }
@@ -140,9 +139,9 @@ void rows(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, in
       });
     }
   };
-  using Wide = typename I::Wide;
   int n = n0;
-  if constexpr (Wide::kRows > 8) {
+  if constexpr (requires { typename I::Wide; }) {
+    using Wide = typename I::Wide;
     if (in.m >= I::kWideMinRows)
       for (; n + Wide::kRows <= n1; n += Wide::kRows) run.template operator()<Wide>(n);
   }

@@ -75,12 +75,11 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
   if (qwen3) {
     // transformers >= 5 nests rope_theta and the scaling under rope_parameters.
     auto params = c.get("rope_parameters");
-    if (params && params->node().is_object() && !params->node().empty()) {
-      if (!c.has("rope_theta") && params->has("rope_theta")) a.rope.base = params->req_number("rope_theta");
-      if (!a.rope_scaling) a.rope_scaling = params;
-    }
+    const bool nested = params && params->node().is_object() && !params->node().empty();
+    if (nested && !a.rope_scaling) a.rope_scaling = params;
     if (c.has("rope_theta")) a.rope.base = c.req_number("rope_theta");
-    else if (!params || !params->has("rope_theta")) c.fail("rope_theta", "missing from the model config");
+    else if (nested && params->has("rope_theta")) a.rope.base = params->req_number("rope_theta");
+    else c.fail("rope_theta", "missing from the model config");
   } else {
     a.rope.base = c.number_or("rope_theta", qwen2 ? 1000000.0 : 10000.0);
   }
@@ -138,13 +137,13 @@ class Attention {
 
   mx::array operator()(const mx::array& x, const AttentionMask& mask, KVCacheBase* cache) const {
     const int B = x.shape(0), L = x.shape(1);
-    auto heads = [&](const mx::array& t, int n, const std::optional<RMSNorm>& norm) {
+    auto heads = [&](const mx::array& t, int n, const std::optional<RMSNorm>& norm = std::nullopt) {
       auto r = mx::reshape(t, {B, L, n, -1});
       return mx::transpose(norm ? (*norm)(r) : r, {0, 2, 1, 3});  // qwen3: the norm before the transpose
     };
     auto q = heads(q_(x), heads_, q_norm_);
     auto k = heads(k_(x), kv_heads_, k_norm_);
-    auto v = mx::transpose(mx::reshape(v_(x), {B, L, kv_heads_, -1}), {0, 2, 1, 3});
+    auto v = heads(v_(x), kv_heads_);
     if (rope_) {
       q = rope_->apply(q, cache);
       k = rope_->apply(k, cache);

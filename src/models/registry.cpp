@@ -7,6 +7,7 @@
 #include <mlx/transforms.h>
 #include <spdlog/spdlog.h>
 
+#include "core/elapsed.h"
 #include "core/errors.h"
 
 namespace mx = mlx::core;
@@ -35,7 +36,6 @@ const FamilyRecord* find_family(const std::string& model_type) {
 
 LoadedModel load_model(const std::filesystem::path& dir, const ModelOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
-  auto ms_since = [](auto t) { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count(); };
   Checkpoint ckpt = Checkpoint::open(dir);
   const FamilyRecord* fam = find_family(ckpt.model_type());
   if (fam == nullptr) {

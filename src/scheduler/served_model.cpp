@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cache/prompt_cache.h"
+#include "core/elapsed.h"
 #include "core/errors.h"
 #include "core/files.h"
 #include "scheduler/model_text.h"
@@ -64,7 +65,6 @@ ServedModel load_served_model(const std::filesystem::path& dir, const ModelOptio
     throw;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  auto ms_since = [](auto t) { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count(); };
   auto tok_kind = tok.get();
   spdlog::debug("load: tokenizer waited {:.1f} ms", ms_since(t0));
   ServedModel m{.id = sopts.id.empty() ? dir.filename().string() : sopts.id,

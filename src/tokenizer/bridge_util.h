@@ -51,8 +51,12 @@ struct DecodeStreamDeleter {
 struct TemplateDeleter {
   void operator()(MlxcppTemplate* t) const { mlxcpp_template_free(t); }
 };
+struct TokJsonDeleter {
+  void operator()(MlxcppTokJson* h) const { mlxcpp_tokjson_free(h); }
+};
 using TokenizerHandle = std::unique_ptr<MlxcppTokenizer, TokenizerDeleter>;
 using DecodeStreamHandle = std::unique_ptr<MlxcppDecodeStream, DecodeStreamDeleter>;
 using TemplateHandle = std::unique_ptr<MlxcppTemplate, TemplateDeleter>;
+using TokJsonHandle = std::unique_ptr<MlxcppTokJson, TokJsonDeleter>;
 
 }  // namespace mlxcpp::bridge

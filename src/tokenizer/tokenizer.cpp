@@ -30,10 +30,7 @@ struct TokenizerImpl {
 
 namespace {
 
-struct TokJsonDeleter {
-  void operator()(MlxcppTokJson* h) const { mlxcpp_tokjson_free(h); }
-};
-using TokJsonHandle = std::unique_ptr<MlxcppTokJson, TokJsonDeleter>;
+using bridge::TokJsonHandle;
 
 // tokenizer.json parsed once, in the bridge, which keeps model.vocab and model.merges (the bulk
 // of the file); C++ gets the rest as a small skeleton to edit.

@@ -37,6 +37,19 @@ float rel_err(const mx::array& got, const mx::array& ref) {
   return test::max_abs_diff(got, ref) / std::max(scale, 1e-6f);
 }
 
+// A matrix's copy in the fast path's kRows8 layout (what a model loads in fast mode).
+struct Rows8Copy {
+  std::vector<uint32_t> words;
+  QMatrixView view;
+};
+Rows8Copy rows8_copy(const QMatrixView& mlx) {
+  Rows8Copy c;
+  c.words.resize(static_cast<size_t>(mlx.n) * rows8_row_words(mlx.k, mlx.bits, mlx.group, mlx.stype));
+  repack_rows8(mlx, c.words.data());
+  c.view = {c.words.data(), nullptr, nullptr, mlx.n, mlx.k, mlx.bits, mlx.group, mlx.stype, QLayout::kRows8};
+  return c;
+}
+
 std::vector<Isa> isas() {
   std::vector<Isa> out;
   for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512})
@@ -95,9 +108,8 @@ TEST_P(QMatmul, EveryIsaMatchesStockMlx) {
                                                << " m=" << m << " n=" << n << " k=" << k << " scales=" << dtype;
             if (!rows8_supported(bits, group, n)) continue;
             // The same matrix in the fast path's kRows8 layout, with the same bounds.
-            std::vector<uint32_t> packed(static_cast<size_t>(n) * rows8_row_words(k, bits, group, stype));
-            repack_rows8(view, packed.data());
-            const QMatrixView view8{packed.data(), nullptr, nullptr, n, k, bits, group, stype, QLayout::kRows8};
+            const Rows8Copy packed = rows8_copy(view);
+            const QMatrixView& view8 = packed.view;
             std::vector<float> out8(static_cast<size_t>(m) * n, -1.f);
             qmatmul(ctx, q.x.data<float>(), m, view8, out8.data());
             auto got8 = mx::array(out8.data(), {m, n}, mx::float32);
@@ -132,9 +144,8 @@ TEST(Rows8, RepackKeepsEveryValue) {
         mx::eval({s, b});
         const QMatrixView view{q.w.data<uint32_t>(), s.data<void>(), b.data<void>(), n, k, bits, group, stype};
         ASSERT_EQ(rows8_k(rows8_row_words(k, bits, group, stype), bits, group, stype), k);
-        std::vector<uint32_t> packed(static_cast<size_t>(n) * rows8_row_words(k, bits, group, stype));
-        repack_rows8(view, packed.data());
-        const QMatrixView view8{packed.data(), nullptr, nullptr, n, k, bits, group, stype, QLayout::kRows8};
+        const Rows8Copy packed = rows8_copy(view);
+        const QMatrixView& view8 = packed.view;
         std::vector<float> a(k), r(k);
         for (int row = 0; row < n; ++row) {
           dequantize_row(view, row, a.data());
@@ -157,9 +168,8 @@ TEST(Rows8, DecodeRowsEqualTheirSoloProducts) {
       auto s = mx::astype(q.scales, dtype), b = mx::astype(q.biases, dtype);
       mx::eval({s, b});
       const QMatrixView view{q.w.data<uint32_t>(), s.data<void>(), b.data<void>(), n, k, bits, 32, stype};
-      std::vector<uint32_t> packed(static_cast<size_t>(n) * rows8_row_words(k, bits, 32, stype));
-      repack_rows8(view, packed.data());
-      const QMatrixView view8{packed.data(), nullptr, nullptr, n, k, bits, 32, stype, QLayout::kRows8};
+      const Rows8Copy packed = rows8_copy(view);
+      const QMatrixView& view8 = packed.view;
       for (Isa isa : isas()) {
         for (int threads : {1, 2}) {
           KernelContext ctx(KernelOptions{isa, threads});

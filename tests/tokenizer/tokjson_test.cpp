@@ -12,10 +12,7 @@
 namespace mlxcpp {
 namespace {
 
-struct TokJsonDeleter {
-  void operator()(MlxcppTokJson* h) const { mlxcpp_tokjson_free(h); }
-};
-using TokJson = std::unique_ptr<MlxcppTokJson, TokJsonDeleter>;
+using TokJson = bridge::TokJsonHandle;
 
 TokJson parse(const std::string& text) {
   bridge::Status st;
