@@ -73,13 +73,16 @@ BENCHMARK(BM_QMatmul)
     ->ArgsProduct({{128}, {1536}, {576}, {4}, {1, 2}, {1, 2}, {0, 1}})
     // Gemma 3 270M's lm_head (262144 x 640, 8-bit): most of a batched decode step's per-row cost.
     ->ArgsProduct({{1, 2, 4, 8}, {262144}, {640}, {8}, {2}, {2}, {1}})
+    // Its 5-bit gate/up (2 x 2048 x 640, 18 layers: 65536 rows) and a 6-bit matrix, both layouts.
+    ->ArgsProduct({{1, 8, 16}, {65536}, {640}, {5, 6}, {1, 2}, {2}, {0, 1}})
     ->Unit(benchmark::kMicrosecond);
 
-// A 512-token prefill GEMM on Gemma 3 270M's shapes (gate/up 2048 x 640, down 640 x 2048) at
-// its bits; {n, k, bits, int_dot (0: dequantized float tiles, 1: int16 activations), isa (1 avx2,
-// 2 avx512), threads}.
+// A prefill GEMM on Gemma 3 270M's shapes (gate/up 2048 x 640, down 640 x 2048) at its bits;
+// {n, k, bits, int_dot (0: dequantized float tiles, 1: int16 activations), isa (1 avx2, 2 avx512),
+// threads, prompt rows, layout (0 MLX's, 1 kRows8)}.
 void BM_QMatmulPrefill(benchmark::State& state) {
-  const int m = 512, n = state.range(0), k = state.range(1), bits = state.range(2);
+  const int m = state.range(6), n = state.range(0), k = state.range(1), bits = state.range(2);
+  const bool rows8 = state.range(7) != 0;
   const auto isa = static_cast<Isa>(state.range(4));
   if (!isa_supported(isa)) {
     state.SkipWithError("ISA not supported here");
@@ -88,16 +91,21 @@ void BM_QMatmulPrefill(benchmark::State& state) {
   Fixture f(m, n, k, bits, 32);
   KernelContext ctx(KernelOptions{isa, static_cast<int>(state.range(5)), false, state.range(3) != 0});
   std::vector<float> out(static_cast<size_t>(m) * n);
+  const QMatrixView view = rows8 ? f.rows8_view() : f.view();
   for (auto _ : state) {
-    qmatmul(ctx, f.x.data<float>(), m, f.view(), out.data());
+    qmatmul(ctx, f.x.data<float>(), m, view, out.data());
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["GMAC/s"] = benchmark::Counter(1.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(isa_name(isa)) + (qmatmul_int16(ctx, bits, m) ? " int16" : " float"));
+  state.SetLabel(std::string(isa_name(isa)) + (qmatmul_int16(ctx, bits, m) ? " int16" : " float") +
+                 (rows8 ? " rows8" : " mlx-layout"));
 }
 BENCHMARK(BM_QMatmulPrefill)
-    ->ArgsProduct({{2048}, {640}, {4, 5, 8}, {0, 1}, {1, 2}, {1, 2}})
-    ->ArgsProduct({{640}, {2048}, {5, 8}, {0, 1}, {1, 2}, {2}})
+    ->ArgsProduct({{2048}, {640}, {4, 5, 8}, {0, 1}, {1, 2}, {1, 2}, {512}, {0}})
+    ->ArgsProduct({{640}, {2048}, {5, 8}, {0, 1}, {1, 2}, {2}, {512}, {0}})
+    // A prompt chunk beside running decodes (64-256 tokens): the tile's widening is a larger
+    // share; the fast path's kRows8 layout against MLX's.
+    ->ArgsProduct({{2048}, {640}, {4, 5, 6, 8}, {1}, {2}, {2}, {64, 256}, {0, 1}})
     ->Unit(benchmark::kMicrosecond);
 
 // Decode attention (one query row) on SmolLM2's heads (9 query, 3 key/value heads of 64) over a

@@ -18,7 +18,7 @@ void add_model_options(CLI::App* sub, ModelArgs& a) {
                 "decode GEMVs and prefill GEMMs, AVX2 and up)");
   sub->add_flag("--kv-f32", a.kv_f32, "Keep the KV cache in float32 on the CPU fast path (default: float16)");
   sub->add_flag("--mlx-layout", a.mlx_layout,
-                "Keep quantized weights in MLX's layout on the CPU fast path (default: 4/8-bit ones repacked at load "
+                "Keep quantized weights in MLX's layout on the CPU fast path (default: 4/5/6/8-bit ones repacked at load "
                 "for the integer kernels)");
 }
 

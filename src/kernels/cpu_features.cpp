@@ -18,10 +18,15 @@ namespace mlxcpp::kernels {
 namespace {
 
 #if defined(__x86_64__)
-// CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports has no "f16c").
+// CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports has no "f16c"). Asked once: in a VM
+// CPUID traps to the hypervisor, and kernels are picked per call (1.5% of a batched decode step
+// when it ran every time).
 bool has_f16c() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+  static const bool yes = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+  }();
+  return yes;
 }
 #endif
 

@@ -105,6 +105,16 @@ struct Lanes16 {
   }
   static vi low4(vi v) { return _mm512_and_si512(v, _mm512_set1_epi16(0x0F)); }
   static vi high4(vi v) { return _mm512_srli_epi16(v, 4); }
+  // The pair's planes: lanes 0..15 of a half are the first block's, 16..31 the second's.
+  template <int NP>
+  static void planes(vi& lo, vi& hi, const uint8_t* pl, long block_bytes) {
+    for (int b = 0; b < NP; ++b) {
+      const uint32_t m0 = rows8::load_u32(pl + 4 * b), m1 = rows8::load_u32(pl + block_bytes + 4 * b);
+      const auto val = _mm512_set1_epi16(static_cast<int16_t>(16 << b));
+      lo = _mm512_mask_add_epi16(lo, _cvtu32_mask32((m0 & 0xFFFF) | (m1 << 16)), lo, val);
+      hi = _mm512_mask_add_epi16(hi, _cvtu32_mask32((m0 >> 16) | (m1 & 0xFFFF0000u)), hi, val);
+    }
+  }
   static vi pair(const int16_t* x) { return _mm512_set1_epi32(rows8::pair_bits(x)); }
   static vi dot2(vi acc, vi w, vi x) { return _mm512_dpwssd_epi32(acc, w, x); }
   static vi add(vi a, vi b) { return _mm512_add_epi32(a, b); }
@@ -134,6 +144,7 @@ struct Lanes16 {
 // pass (Lanes16) and 8 for a last odd block.
 struct VnniRows8 {
   static constexpr int kMb = 8;
+  static constexpr bool kMaskRegisters = true;  // 5/6-bit planes by masked adds
   static __m256i dot2(__m256i acc, __m256i w, __m256i x) { return _mm256_dpwssd_epi32(acc, w, x); }
   using Wide = Lanes16;
   // Fewer x rows keep 256-bit vectors: the GEMV is then bandwidth-bound, and the two-block

@@ -32,6 +32,20 @@ inline __m256 load8(const uint8_t* p) {
   }
 }
 
+// 16 int16 lanes, lane i = val where bit i of m is set, 0 elsewhere (AVX2: no mask registers).
+inline __m256i spread16(uint32_t m, int16_t val) {
+  const __m256i sel = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384,
+                                        static_cast<int16_t>(0x8000));
+  const __m256i b = _mm256_and_si256(_mm256_set1_epi16(static_cast<int16_t>(m)), sel);
+  return _mm256_and_si256(_mm256_cmpeq_epi16(b, sel), _mm256_set1_epi16(val));
+}
+
+inline uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
 inline int32_t pair_bits(const int16_t* x) {
   int32_t v;
   std::memcpy(&v, x, sizeof v);
@@ -59,6 +73,22 @@ struct Lanes8 {
   }
   static vi low4(vi v) { return _mm256_and_si256(v, _mm256_set1_epi16(0x0F)); }
   static vi high4(vi v) { return _mm256_srli_epi16(v, 4); }
+  // A 5/6-bit chunk's NP bit planes (at pl, a uint32 each) added to its widened low nibbles
+  // (lo: plane bits 0..15) and high ones (hi: bits 16..31).
+  template <int NP>
+  static void planes(vi& lo, vi& hi, const uint8_t* pl, long /*block_bytes*/) {
+    for (int b = 0; b < NP; ++b) {
+      const uint32_t m = load_u32(pl + 4 * b);
+      const auto val = static_cast<int16_t>(16 << b);
+      if constexpr (requires { I::kMaskRegisters; }) {  // AVX-512BW/VL: a masked add per half
+        lo = _mm256_mask_add_epi16(lo, static_cast<__mmask16>(m), lo, _mm256_set1_epi16(val));
+        hi = _mm256_mask_add_epi16(hi, static_cast<__mmask16>(m >> 16), hi, _mm256_set1_epi16(val));
+      } else {
+        lo = _mm256_or_si256(lo, spread16(m & 0xFFFF, val));
+        hi = _mm256_or_si256(hi, spread16(m >> 16, val));
+      }
+    }
+  }
   static vi pair(const int16_t* x) { return _mm256_set1_epi32(pair_bits(x)); }
   static vi dot2(vi acc, vi w, vi x) { return I::dot2(acc, w, x); }
   static vi add(vi a, vi b) { return _mm256_add_epi32(a, b); }
@@ -81,7 +111,7 @@ template <class V, int BITS, ScaleType ST, int G, int MB, bool PREFETCH>
 inline void block(const QInput& in, int m0, const uint8_t* p, long block_bytes, int k, float* out, int ldo) {
   using vi = typename V::vi;
   using vf = typename V::vf;
-  constexpr int kChunks = G * BITS / 16;
+  constexpr int kChunks = rows8_chunks(BITS, G), kPlanes = rows8_planes(BITS);
   constexpr long kGroupBytes = rows8_group_bytes(BITS, G, ST);
   const int groups = k / G;
   vf acc[MB], accb[MB];
@@ -99,14 +129,19 @@ inline void block(const QInput& in, int m0, const uint8_t* p, long block_bytes, 
 #pragma GCC unroll 16
     for (int c = 0; c < kChunks; ++c) {
       const vi v = V::chunk(p + 16 * c, block_bytes);
-      for (int mm = 0; mm < MB; ++mm) {
-        const int16_t* x = in.xq + static_cast<long>(m0 + mm) * k + g * G;
-        if constexpr (BITS == 4) {  // low nibbles into chain a, high ones into the next (if any)
-          const int a = C == 4 ? 2 * (c & 1) : 0;
-          s[mm][a] = V::dot2(s[mm][a], V::low4(v), V::pair(x + 4 * c));
-          s[mm][a + (C > 1)] = V::dot2(s[mm][a + (C > 1)], V::high4(v), V::pair(x + 4 * c + 2));
-        } else {
+      if constexpr (BITS == 8) {
+        for (int mm = 0; mm < MB; ++mm) {
+          const int16_t* x = in.xq + static_cast<long>(m0 + mm) * k + g * G;
           s[mm][c % C] = V::dot2(s[mm][c % C], v, V::pair(x + 2 * c));
+        }
+      } else {
+        vi lo = V::low4(v), hi = V::high4(v);
+        if constexpr (kPlanes > 0) V::template planes<kPlanes>(lo, hi, p + 4 * G + 4 * kPlanes * c, block_bytes);
+        for (int mm = 0; mm < MB; ++mm) {  // low nibbles into chain a, high ones into the next (if any)
+          const int16_t* x = in.xq + static_cast<long>(m0 + mm) * k + g * G;
+          const int a = C == 4 ? 2 * (c & 1) : 0;
+          s[mm][a] = V::dot2(s[mm][a], lo, V::pair(x + 4 * c));
+          s[mm][a + (C > 1)] = V::dot2(s[mm][a + (C > 1)], hi, V::pair(x + 4 * c + 2));
         }
       }
     }
@@ -162,6 +197,8 @@ struct Table {
     static QKernel call(int bits) {
       QKernel k;
       if (bits == 4) k.rows = rows_any<I, 4, ST>;
+      if (bits == 5) k.rows = rows_any<I, 5, ST>;
+      if (bits == 6) k.rows = rows_any<I, 6, ST>;
       if (bits == 8) k.rows = rows_any<I, 8, ST>;
       if (!k.rows) return k;
       k.xsum = true;

@@ -24,7 +24,7 @@ struct KernelOptions {
   // reads per cached token; llama.cpp's default cache type); false keeps float32 (--kv-f32).
   // A cache already holding float32 rows stays float32.
   bool kv_f16 = true;
-  // 4- and 8-bit quantized weights are rewritten at load in the integer kernels' kRows8 layout
+  // 4-, 5-, 6- and 8-bit quantized weights are rewritten at load in the integer kernels' kRows8 layout
   // (qmatmul.h: one sequential stream per 8 rows, no horizontal sums; decode GEMV ~1.3x) where
   // those kernels run (AVX2 and up, int_dot); false keeps MLX's layout (--mlx-layout).
   bool repack = true;

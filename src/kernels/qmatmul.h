@@ -21,7 +21,11 @@ enum class ScaleType : uint8_t { kF32, kF16, kBF16 };
 // 4c + 2 + h; 8-bit: chunk c covers k = 2c + h), then the 8 rows' scales and the 8 biases in
 // the scale type. Widened to 16-bit lanes, a chunk is an int16-pair dot product's operand
 // with lane j = row j, so a GEMV needs no horizontal sums and reads one sequential stream
-// (`w` points to it; scales and biases are unused).
+// (`w` points to it; scales and biases are unused). 5- and 6-bit groups hold the low four bits
+// of each value as the 4-bit layout does (GROUP * 4 bytes), then per 4-bit chunk c its BITS - 4
+// bit planes, one uint32 each (plane b of chunk c at GROUP * 4 + 4 * ((BITS - 4) * c + b)): bit
+// i (< 16) is bit 4 + b of the value in byte i's low nibble, bit 16 + i that of its high nibble,
+// so a plane becomes a lane mask of the widened chunk's low or high half.
 enum class QLayout : uint8_t { kMlx, kRows8 };
 
 struct QMatrixView {
@@ -49,10 +53,15 @@ inline int rows8_row_words(int k, int bits, int group, ScaleType st) {
 inline int rows8_k(long row_words, int bits, int group, ScaleType st) {
   return static_cast<int>(row_words * 32 / rows8_group_bytes(bits, group, st) * group);
 }
-// Whether a matrix of n rows can take kRows8 (4 and 8 bits, whole blocks of 8 rows).
+// Whether a matrix of n rows can take kRows8 (4, 5, 6 and 8 bits, whole blocks of 8 rows).
 inline bool rows8_supported(int bits, int group, int n) {
-  return (bits == 4 || bits == 8) && (group == 32 || group == 64 || group == 128) && n > 0 && n % 8 == 0;
+  return (bits == 4 || bits == 5 || bits == 6 || bits == 8) && (group == 32 || group == 64 || group == 128) && n > 0 &&
+         n % 8 == 0;
 }
+// Bit planes a kRows8 value keeps beside its low nibble (5-bit: 1, 6-bit: 2; 4/8-bit: none).
+constexpr int rows8_planes(int bits) { return bits == 5 || bits == 6 ? bits - 4 : 0; }
+// 16-byte chunks of weights in a kRows8 group (4/5/6-bit: the low nibbles' chunks).
+constexpr int rows8_chunks(int bits, int group) { return bits == 8 ? group / 2 : group / 4; }
 // `src` (MLX layout) rewritten as kRows8 into dst [n * rows8_row_words(...)]: blocks of 8 rows
 // [block0, block1) (block1 < 0: to the end).
 void repack_rows8(const QMatrixView& src, uint32_t* dst, int block0 = 0, int block1 = -1);
@@ -104,7 +113,7 @@ QKernel qmatmul_kernel_avx2_i16(int bits, ScaleType st);
 QKernel qmatmul_kernel_avx512_i16_gemm(int bits, ScaleType st);
 QKernel qmatmul_kernel_avx2_i16_gemm(int bits, ScaleType st);
 // Integer-dot GEMV over kRows8 matrices (<= kI16MaxRows rows of x, or kDecodeGemvMaxRows decode
-// rows; 4/8-bit): AVX2 (vpmaddwd)
+// rows; 4/5/6/8-bit): AVX2 (vpmaddwd)
 // and AVX-512 VNNI (vpdpwssd on 256-bit vectors, 32 registers).
 QKernel qmatmul_kernel_avx2_rows8(int bits, ScaleType st);
 QKernel qmatmul_kernel_vnni_rows8(int bits, ScaleType st);

@@ -17,17 +17,34 @@ inline uint32_t extract(const uint8_t* row, int64_t i, int bits) {
   return (word >> (bit & 7)) & ((1u << bits) - 1);
 }
 
-// Where a kRows8 matrix keeps value i of row n: the byte and the shift (4-bit: 0 or 4).
-struct Rows8Pos {
-  long byte;
-  int shift;
-};
-inline Rows8Pos rows8_pos(const QMatrixView& q, long n, int i) {
+// n values of `bits` bits from the little-endian bitstream at src (starting at a byte).
+inline void unpack(const uint8_t* src, int n, int bits, uint8_t* out) {
+  uint64_t buf = 0;
+  int have = 0;
+  const uint64_t mask = (1u << bits) - 1;
+  for (int i = 0; i < n; ++i) {
+    if (have < bits) buf |= static_cast<uint64_t>(*src++) << have, have += 8;
+    out[i] = static_cast<uint8_t>(buf & mask);
+    buf >>= bits;
+    have -= bits;
+  }
+}
+
+// Value i of row n of a kRows8 matrix (qmatmul.h: the nibble or byte, then 5/6-bit planes).
+inline uint32_t rows8_value(const QMatrixView& q, const uint8_t* base, long n, int i) {
   const long gb = rows8_group_bytes(q.bits, q.group, q.stype), groups = q.k / q.group;
-  const long base = (n / 8) * groups * gb + (i / q.group) * gb;
+  const uint8_t* grp = base + (n / 8) * groups * gb + (i / q.group) * gb;
   const int j = static_cast<int>(n % 8), kk = i % q.group;
-  if (q.bits == 4) return {base + (kk / 4) * 16 + 2 * j + (kk % 2), (kk % 4) >= 2 ? 4 : 0};
-  return {base + (kk / 2) * 16 + 2 * j + (kk % 2), 0};
+  if (q.bits == 8) return grp[(kk / 2) * 16 + 2 * j + (kk % 2)];
+  const int c = kk / 4, byte = 2 * j + (kk % 2);
+  const bool high = (kk % 4) >= 2;
+  uint32_t v = (grp[c * 16 + byte] >> (high ? 4 : 0)) & 0xF;
+  for (int b = 0; b < rows8_planes(q.bits); ++b) {
+    uint32_t plane;
+    std::memcpy(&plane, grp + 4L * q.group + 4L * (rows8_planes(q.bits) * c + b), 4);
+    v |= ((plane >> (byte + (high ? 16 : 0))) & 1u) << (4 + b);
+  }
+  return v;
 }
 // Byte offset of row n's scale (bias: its bias) of group g in a kRows8 matrix.
 inline long rows8_scale(const QMatrixView& q, long n, int g, bool bias = false) {
@@ -44,9 +61,7 @@ void dequantize_any(const QMatrixView& q, long n, float* out) {
     for (int g = 0; g < groups; ++g) {
       const float s = load_scale<ST>(base + rows8_scale(q, n, g), 0), b = load_scale<ST>(base + rows8_scale(q, n, g, true), 0);
       for (int i = g * q.group; i < (g + 1) * q.group; ++i) {
-        const Rows8Pos pos = rows8_pos(q, n, i);
-        const uint32_t v = (base[pos.byte] >> pos.shift) & ((1u << q.bits) - 1);
-        out[i] = s * static_cast<float>(v) + b;
+        out[i] = s * static_cast<float>(rows8_value(q, base, n, i)) + b;
       }
     }
     return;
@@ -126,18 +141,36 @@ void repack_rows8(const QMatrixView& src, uint32_t* dst, int block0, int block1)
     for (int g = 0; g < groups; ++g) {
       uint8_t* o = out + (static_cast<long>(blk) * groups + g) * gb;
       // Byte pair c of the 8 rows side by side: o[16c + 2j + h]. 8-bit: the pair as it is;
-      // 4-bit: values 4c + h (low nibble) and 4c + 2 + h (high) of row j, which sit in bytes 2c
-      // and 2c + 1, i.e. the pair's two middle nibbles swapped.
-      const uint8_t* r[8];
-      for (int j = 0; j < 8; ++j) r[j] = w + (8L * blk + j) * row_bytes + static_cast<long>(g) * src.group * src.bits / 8;
-      const int pairs = src.group * src.bits / 16;
-      for (int c = 0; c < pairs; ++c)
-        for (int j = 0; j < 8; ++j) {
-          uint16_t u;
-          std::memcpy(&u, r[j] + 2 * c, 2);
-          if (src.bits != 8) u = static_cast<uint16_t>((u & 0xF00F) | ((u & 0x0F00) >> 4) | ((u & 0x00F0) << 4));
-          std::memcpy(o + 16 * c + 2 * j, &u, 2);
+      // 4-bit: values 4c + h (low nibble) and 4c + 2 + h (high) of row j; 5/6-bit: their low
+      // four bits so, and the bits above in the chunk's planes.
+      const long at0 = static_cast<long>(g) * src.group;
+      if (src.bits == 4 || src.bits == 8) {
+        // The pair of bytes as it is (4-bit: values 2c'..2c'+3 in bytes 2c', 2c' + 1; the
+        // pair's two middle nibbles swapped).
+        for (int c = 0; c < src.group * src.bits / 16; ++c)
+          for (int j = 0; j < 8; ++j) {
+            uint16_t u;
+            std::memcpy(&u, w + (8L * blk + j) * row_bytes + at0 * src.bits / 8 + 2 * c, 2);
+            if (src.bits == 4) u = static_cast<uint16_t>((u & 0xF00F) | ((u & 0x0F00) >> 4) | ((u & 0x00F0) << 4));
+            std::memcpy(o + 16 * c + 2 * j, &u, 2);
+          }
+      } else {
+        // Each row's group unpacked first (one pass over its bytes), then the chunks.
+        const int planes = rows8_planes(src.bits);
+        uint8_t v[8][128];
+        for (int j = 0; j < 8; ++j) unpack(w + (8L * blk + j) * row_bytes + at0 * src.bits / 8, src.group, src.bits, v[j]);
+        for (int c = 0; c < src.group / 4; ++c) {
+          uint32_t plane[2] = {0, 0};
+          for (int j = 0; j < 8; ++j)
+            for (int h = 0; h < 2; ++h) {
+              const uint32_t lo = v[j][4 * c + h], hi = v[j][4 * c + 2 + h];
+              o[16 * c + 2 * j + h] = static_cast<uint8_t>((lo & 0xF) | (hi & 0xF) << 4);
+              for (int b = 0; b < planes; ++b)
+                plane[b] |= ((lo >> (4 + b)) & 1u) << (2 * j + h) | ((hi >> (4 + b)) & 1u) << (16 + 2 * j + h);
+            }
+          std::memcpy(o + 4L * src.group + 4L * planes * c, plane, 4L * planes);
         }
+      }
       for (int j = 0; j < 8; ++j) {
         const long n = 8L * blk + j;
         const long at = (n * groups + g) * sbytes;

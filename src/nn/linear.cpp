@@ -19,13 +19,19 @@ QuantizedWeight QuantizedWeight::take(const LoadContext& ctx, const std::string&
   if (spec.mode == "affine") biases = ctx.weights.take(path + ".biases", mx::Shape{out, groups});
   // Fast mode: our kernels read 16-bit scales in place (less memory traffic per token).
   if (ctx.fast && biases && kernels::qmatmul_supported(spec.bits, spec.group_size)) {
-    if (auto kept = kernels::kernel_scales(scales, *biases, *ctx.fast)) {
-      // Where the integer kernels run, 4/8-bit layers take their kRows8 layout instead.
-      if (auto r = kernels::fast_path_layout(w, kept->first, kept->second, spec.bits, spec.group_size, ctx.fast)) {
+    const auto kept = kernels::kernel_scales(scales, *biases, *ctx.fast);
+    // Where the integer kernels run, 4/5/6/8-bit layers take their kRows8 layout instead, with
+    // the 16-bit scales or else float32 ones (a GGUF Q4_K's are not float16 values: in MLX's
+    // layout Gemma 3's o_proj and down_proj took the GEMM, widening their tiles every step, in
+    // decode steps of more than 8 sequences).
+    const mx::array& s = kept ? kept->first : scales;
+    const mx::array& b = kept ? kept->second : *biases;
+    if (kept || scales.dtype() == mx::float32) {
+      if (auto r = kernels::fast_path_layout(w, s, b, spec.bits, spec.group_size, ctx.fast)) {
         return QuantizedWeight{(*r)[0], (*r)[1], (*r)[2], spec, ctx.fast};
       }
-      return QuantizedWeight{w, kept->first, kept->second, spec, ctx.fast};
     }
+    if (kept) return QuantizedWeight{w, kept->first, kept->second, spec, ctx.fast};
   }
   // mx/fp modes keep uint8 scales; only floating scales follow the activation dtype.
   scales = ctx.cast(scales);

@@ -188,7 +188,7 @@ TEST(BlockKernels, BatchedAttentionSkipsLeftPadding) {
 // on a kRows8 matrix: up to kDecodeGemvMaxRows rows each row comes out bit for bit as alone.
 TEST(BlockKernels, DecodeRowsEqualTheirOneRowProduct) {
   const int n = 64, k = 512;
-  for (int bits : {4, 8}) {
+  for (int bits : {4, 5, 6, 8}) {
     auto q = mx::quantize(randn({n, k}, 70 + bits, 0.05f), 32, bits);
     auto s16 = mx::astype(q[1], mx::float16), b16 = mx::astype(q[2], mx::float16);
     mx::eval({q[0], s16, b16});

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/errors.h"
+#include "kernels/cpu_features.h"
 #include "kernels/kernel_context.h"
 #include "kernels/ops.h"
 #include "kernels/qmatmul.h"
@@ -134,7 +135,7 @@ INSTANTIATE_TEST_SUITE_P(BitsGroups, QMatmul,
 
 // The kRows8 layout holds exactly the MLX layout's values: every row dequantizes bit for bit alike.
 TEST(Rows8, RepackKeepsEveryValue) {
-  for (int bits : {4, 8})
+  for (int bits : {4, 5, 6, 8})
     for (int group : {32, 64, 128})
       for (auto [dtype, stype] : std::vector<std::pair<mx::Dtype, ScaleType>>{
                {mx::float32, ScaleType::kF32}, {mx::float16, ScaleType::kF16}, {mx::bfloat16, ScaleType::kBF16}}) {
@@ -161,7 +162,7 @@ TEST(Rows8, RepackKeepsEveryValue) {
 // a last one of 1).
 TEST(Rows8, DecodeRowsEqualTheirSoloProducts) {
   const int n = 136, k = 256, max_m = 12;
-  for (int bits : {4, 8})
+  for (int bits : {4, 5, 6, 8})
     for (auto [dtype, stype] : std::vector<std::pair<mx::Dtype, ScaleType>>{{mx::float32, ScaleType::kF32},
                                                                               {mx::float16, ScaleType::kF16}}) {
       auto q = make(max_m, n, k, bits, 32, 500 + bits);
@@ -193,31 +194,46 @@ TEST(Rows8, DecodeRowsEqualTheirSoloProducts) {
 // matrix; the repacked arrays give the MLX layout's product through the primitive and refuse
 // stock ops with an error.
 TEST(Rows8, FastPathLayoutWhereTheIntegerKernelsRun) {
+  auto fast = std::make_shared<const KernelContext>();
+  // 5/6-bit: only where the AVX-512 VNNI GEMV reads them (fast_path_layout).
+  const bool planes = fast->isa() == Isa::kAvx512 && has_avx512_vnni();
+  for (int bits : {4, 5, 6, 8}) {
+    auto q = make(3, 64, 256, bits, 32, 21 + bits);
+    if (rows8_planes(bits) > 0 && !planes) {
+      EXPECT_FALSE(fast_path_layout(q.w, mx::astype(q.scales, mx::float16), mx::astype(q.biases, mx::float16), bits, 32,
+                                    fast));
+      continue;
+    }
+    auto s16 = mx::astype(q.scales, mx::float16), b16 = mx::astype(q.biases, mx::float16);
+    auto r = fast_path_layout(q.w, s16, b16, bits, 32, fast);
+    ASSERT_TRUE(r.has_value()) << bits;
+    EXPECT_EQ((*r)[0].shape(), (mx::Shape{64, rows8_row_words(256, bits, 32, ScaleType::kF16)}));
+    EXPECT_EQ((*r)[1].size(), 0u);
+    EXPECT_EQ((*r)[1].dtype(), mx::float16);
+    auto got = quantized_matmul_t(q.x, (*r)[0], (*r)[1], (*r)[2], 32, bits, "affine", fast);
+    auto same = quantized_matmul_t(q.x, q.w, s16, b16, 32, bits, "affine", fast);  // MLX layout, same kernels' rounding
+    EXPECT_LE(rel_err(got, same), 1e-5f) << bits;
+    EXPECT_THROW(quantized_matmul_t(q.x, (*r)[0], (*r)[1], (*r)[2], 32, bits, "affine", nullptr), mlxcpp::Error);
+    auto ids = mx::array({3, 0, 63}, {3}, mx::int32);
+    auto rows = quantized_take((*r)[0], (*r)[1], (*r)[2], ids, 32, bits, "affine", fast);
+    ASSERT_TRUE(rows.has_value());
+    auto ref_rows =
+        mx::take(mx::dequantize(q.w, mx::astype(s16, mx::float32), mx::astype(b16, mx::float32), 32, bits), ids, 0);
+    EXPECT_EQ(test::max_abs_diff(*rows, ref_rows), 0.f) << bits;
+    EXPECT_THROW(quantized_take((*r)[0], (*r)[1], (*r)[2], ids, 32, bits, "affine", nullptr), mlxcpp::Error);
+  }
+  // Not repacked: 3 bits, rows not a multiple of 8, --mlx-layout, --f32-dot, the scalar ISA, parity.
   auto q = make(3, 64, 256, 4, 32, 21);
   auto s16 = mx::astype(q.scales, mx::float16), b16 = mx::astype(q.biases, mx::float16);
-  auto fast = std::make_shared<const KernelContext>();
-  auto r = fast_path_layout(q.w, s16, b16, 4, 32, fast);
-  ASSERT_TRUE(r.has_value());
-  EXPECT_EQ((*r)[0].shape(), (mx::Shape{64, rows8_row_words(256, 4, 32, ScaleType::kF16)}));
-  EXPECT_EQ((*r)[1].size(), 0u);
-  EXPECT_EQ((*r)[1].dtype(), mx::float16);
-  auto got = quantized_matmul_t(q.x, (*r)[0], (*r)[1], (*r)[2], 32, 4, "affine", fast);
-  auto same = quantized_matmul_t(q.x, q.w, s16, b16, 32, 4, "affine", fast);  // MLX layout, same kernels' rounding
-  EXPECT_LE(rel_err(got, same), 1e-5f);
-  EXPECT_THROW(quantized_matmul_t(q.x, (*r)[0], (*r)[1], (*r)[2], 32, 4, "affine", nullptr), mlxcpp::Error);
-  auto ids = mx::array({3, 0, 63}, {3}, mx::int32);
-  auto rows = quantized_take((*r)[0], (*r)[1], (*r)[2], ids, 32, 4, "affine", fast);
-  ASSERT_TRUE(rows.has_value());
-  auto ref_rows = mx::take(mx::dequantize(q.w, mx::astype(s16, mx::float32), mx::astype(b16, mx::float32), 32, 4), ids, 0);
-  EXPECT_EQ(test::max_abs_diff(*rows, ref_rows), 0.f);
-  EXPECT_THROW(quantized_take((*r)[0], (*r)[1], (*r)[2], ids, 32, 4, "affine", nullptr), mlxcpp::Error);
-  // Not repacked: 5 bits, rows not a multiple of 8, --mlx-layout, --f32-dot, the scalar ISA, parity.
-  auto q5 = make(1, 64, 256, 5, 32, 22);
-  EXPECT_FALSE(fast_path_layout(q5.w, mx::astype(q5.scales, mx::float16), mx::astype(q5.biases, mx::float16), 5, 32, fast));
+  auto q3 = make(1, 64, 256, 3, 32, 22);
+  EXPECT_FALSE(fast_path_layout(q3.w, mx::astype(q3.scales, mx::float16), mx::astype(q3.biases, mx::float16), 3, 32, fast));
   auto q60 = make(1, 60, 256, 4, 32, 23);
   EXPECT_FALSE(fast_path_layout(q60.w, q60.scales, q60.biases, 4, 32, fast));
   for (auto opts : {KernelOptions{.repack = false}, KernelOptions{.int_dot = false}, KernelOptions{.isa = Isa::kScalar}})
     EXPECT_FALSE(fast_path_layout(q.w, s16, b16, 4, 32, std::make_shared<const KernelContext>(opts)));
+  auto q5 = make(1, 64, 256, 5, 32, 24);
+  EXPECT_FALSE(fast_path_layout(q5.w, mx::astype(q5.scales, mx::float16), mx::astype(q5.biases, mx::float16), 5, 32,
+                                std::make_shared<const KernelContext>(KernelOptions{.isa = Isa::kAvx2})));
   EXPECT_FALSE(fast_path_layout(q.w, s16, b16, 4, 32, nullptr));
 }
 
