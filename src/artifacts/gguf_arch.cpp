@@ -1,10 +1,13 @@
-// GGUF -> HF for the llama, qwen3 and gemma3 families. Sources: llama.cpp convert_hf_to_gguf.py
-// (LlamaModel.permute for Q/K; Qwen3Model, a Qwen2Model, keeps HF's rotate-half Q/K rows;
-// Gemma3Model adds 1 to every "norm.weight"), gguf-py tensor_mapping.py (names), mlx-lm
-// models/llama.py, qwen3.py and gemma3_text.py (config fields).
+// GGUF -> HF for the llama, qwen3, phi3 and gemma3 families. Sources: llama.cpp
+// convert_hf_to_gguf.py (LlamaModel.permute for Q/K; Qwen3Model, a Qwen2Model, keeps HF's
+// rotate-half Q/K rows; Phi3MiniModel keeps qkv_proj and gate_up_proj fused and writes
+// longrope's factors as rope_factors_long/short tensors; Gemma3Model adds 1 to every
+// "norm.weight"), gguf-py tensor_mapping.py (names), mlx-lm models/llama.py, qwen3.py, phi3.py
+// and gemma3_text.py (config fields).
 #include "artifacts/gguf_arch.h"
 
 #include <charconv>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -193,6 +196,53 @@ class Qwen3Arch : public GgufArch {
   GgufTensorFix fix(const GgufFile&, const std::string&) const override { return {}; }
 };
 
+// A float32 vector tensor (phi3's rope factors) as a JSON list.
+json float_list(const GgufFile& g, const GgufTensorInfo& t) {
+  if (t.type != GgmlType::F32 || t.ne.size() != 1) {
+    throw WeightError(fmt::format("{}: tensor '{}': expected a float32 vector", g.path().string(), t.name));
+  }
+  auto bytes = g.tensor_data(t);
+  json out = json::array();
+  for (int64_t i = 0; i < t.ne[0]; ++i) {
+    float f;
+    std::memcpy(&f, bytes.data() + i * sizeof(float), sizeof(float));
+    out.push_back(static_cast<double>(f));
+  }
+  return out;
+}
+
+class Phi3Arch : public GgufArch {
+ public:
+  json config(const GgufFile& g) const override {
+    Keys k{g, "phi3"};
+    json c = family_config(g, k, "Phi3ForCausalLM", "phi3", 10000.0);
+    const int64_t head_dim = c["hidden_size"].get<int64_t>() / c["num_attention_heads"].get<int64_t>();
+    const int64_t rope_dims = k.get("rope.dimension_count", head_dim);
+    if (rope_dims != head_dim) c["partial_rotary_factor"] = static_cast<double>(rope_dims) / static_cast<double>(head_dim);
+    if (auto orig = g.opt_int(k.k("rope.scaling.original_context_length"))) c["original_max_position_embeddings"] = *orig;
+    // Phi3MiniModel writes these two only for su/longrope scaling (mlx-lm reads long_factor).
+    const auto* lf = g.find_tensor("rope_factors_long.weight");
+    const auto* sf = g.find_tensor("rope_factors_short.weight");
+    if (lf || sf) {
+      if (!lf || !sf) {
+        throw WeightError(fmt::format("{}: tensor 'rope_factors_{}.weight': missing (the other factors are there)",
+                                      g.path().string(), lf ? "short" : "long"));
+      }
+      c["rope_scaling"] = {{"type", "longrope"}, {"long_factor", float_list(g, *lf)},
+                           {"short_factor", float_list(g, *sf)}};
+    }
+    return c;
+  }
+  std::optional<std::string> hf_name(const GgufFile& g, const std::string& name) const override {
+    if (name == "rope_factors_long.weight" || name == "rope_factors_short.weight") return std::nullopt;  // in config
+    static const auto kBlock = block_names({{"attn_qkv", "self_attn.qkv_proj"},
+                                            {"ffn_up", "mlp.gate_up_proj"},
+                                            {"ffn_norm", "post_attention_layernorm"}});
+    return map_name(g, name, kBlock);
+  }
+  GgufTensorFix fix(const GgufFile&, const std::string&) const override { return {}; }
+};
+
 class Gemma3Arch : public GgufArch {
  public:
   json config(const GgufFile& g) const override {
@@ -228,16 +278,18 @@ class Gemma3Arch : public GgufArch {
 
 }  // namespace
 
-std::vector<std::string> supported_gguf_architectures() { return {"gemma3", "llama", "qwen3"}; }
+std::vector<std::string> supported_gguf_architectures() { return {"gemma3", "llama", "phi3", "qwen3"}; }
 
 const GgufArch& gguf_arch_for(const GgufFile& g) {
   static const LlamaArch kLlama;
   static const Gemma3Arch kGemma3;
   static const Qwen3Arch kQwen3;
+  static const Phi3Arch kPhi3;
   const std::string arch = g.req_string("general.architecture");
   if (arch == "llama") return kLlama;
   if (arch == "gemma3") return kGemma3;
   if (arch == "qwen3") return kQwen3;
+  if (arch == "phi3") return kPhi3;
   g.fail_key("general.architecture", fmt::format("unsupported architecture '{}' (supported: {})", arch,
                                                  fmt::join(supported_gguf_architectures(), ", ")));
 }

@@ -1,10 +1,12 @@
 // Dense llama family. Ports mlx_lm/models/llama.py (also mistral, which mlx-lm remaps to
 // llama), qwen2.py (q/k/v bias, head_dim = hidden/heads), qwen3.py (per-head q/k RMSNorm
-// before RoPE, head_dim required, no biases, no sliding layers) and smollm3.py (NoPE layers).
+// before RoPE, head_dim required, no biases, no sliding layers), smollm3.py (NoPE layers),
+// and phi3.py (fused qkv_proj / gate_up_proj split at load, SuScaledRoPE, partial rotary;
+// see family_args.cpp).
 // Reads: hidden_size, num_hidden_layers, intermediate_size, num_attention_heads,
 // num_key_value_heads, head_dim, rms_norm_eps, vocab_size, rope_theta, rope_traditional,
 // rope_scaling, max_position_embeddings, attention_bias, mlp_bias, tie_word_embeddings,
-// layer_types, sliding_window, no_rope_layers, no_rope_layer_interval.
+// layer_types, sliding_window, no_rope_layers, no_rope_layer_interval (+ family_args.cpp's).
 #include <cmath>
 #include <optional>
 
@@ -12,6 +14,7 @@
 #include <mlx/ops.h>
 
 #include "cache/rotating_kv_cache.h"
+#include "models/family_args.h"
 #include "models/registry.h"
 #include "nn/attention.h"
 #include "nn/embedding.h"
@@ -24,28 +27,14 @@ namespace mx = mlx::core;
 
 namespace mlxcpp {
 
-namespace {
-
-struct LlamaArgs {
-  std::string model_type;
-  int hidden = 0, layers = 0, intermediate = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;
-  float eps = 1e-6f;
-  bool qkv_bias = false, o_bias = false, mlp_bias = false, tie = true;
-  bool qk_norm = false;  // qwen3
-  RopeParams rope;
-  std::optional<JsonView> rope_scaling;
-  std::vector<bool> sliding;  // per layer
-  std::vector<bool> use_rope;  // per layer (smollm3 NoPE)
-  std::optional<int> sliding_window;
-
-  static LlamaArgs parse(const JsonView& c);
-};
-
 LlamaArgs LlamaArgs::parse(const JsonView& c) {
   LlamaArgs a;
   a.model_type = c.req_string("model_type");
   const bool qwen2 = a.model_type == "qwen2";
   const bool qwen3 = a.model_type == "qwen3";
+  const bool phi3 = a.model_type == "phi3";
+  // Families whose mlx-lm file has no biases, no sliding layers and head_dim = hidden / heads.
+  const bool plain = phi3;
   a.qk_norm = qwen3;
   a.hidden = c.req_int32("hidden_size");
   a.layers = c.req_int32("num_hidden_layers");
@@ -61,12 +50,12 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
   if (a.kv_heads <= 0 || a.heads % a.kv_heads != 0) {
     c.fail("num_key_value_heads", fmt::format("{} must divide num_attention_heads ({})", a.kv_heads, a.heads));
   }
-  a.head_dim = qwen2 ? a.hidden / a.heads : qwen3 ? c.req_int32("head_dim") : c.int32_or("head_dim", a.hidden / a.heads);
+  a.head_dim = (qwen2 || plain) ? a.hidden / a.heads : qwen3 ? c.req_int32("head_dim") : c.int32_or("head_dim", a.hidden / a.heads);
   if (a.head_dim <= 0) c.fail("head_dim", "must be positive");
-  a.qkv_bias = qwen2 ? true : qwen3 ? false : c.bool_or("attention_bias", false);
-  a.o_bias = (qwen2 || qwen3) ? false : a.qkv_bias;
-  a.mlp_bias = (qwen2 || qwen3) ? false : c.bool_or("mlp_bias", false);
-  a.tie = c.bool_or("tie_word_embeddings", true);
+  a.qkv_bias = qwen2 ? true : (qwen3 || plain) ? false : c.bool_or("attention_bias", false);
+  a.o_bias = (qwen2 || qwen3 || plain) ? false : a.qkv_bias;
+  a.mlp_bias = (qwen2 || qwen3 || plain) ? false : c.bool_or("mlp_bias", false);
+  a.tie = c.bool_or("tie_word_embeddings", !plain);  // phi3.py: untied by default
   a.rope.dims = a.head_dim;
   a.rope.traditional = qwen3 ? false : c.bool_or("rope_traditional", false);
   a.rope.max_position_embeddings = c.opt_int("max_position_embeddings");
@@ -80,6 +69,8 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
     if (c.has("rope_theta")) a.rope.base = c.req_number("rope_theta");
     else if (nested && params->has("rope_theta")) a.rope.base = params->req_number("rope_theta");
     else c.fail("rope_theta", "missing from the model config");
+  } else if (phi3) {
+    parse_phi3(c, a);
   } else {
     a.rope.base = c.number_or("rope_theta", qwen2 ? 1000000.0 : 10000.0);
   }
@@ -87,7 +78,7 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
   a.sliding.assign(a.layers, false);
   a.use_rope.assign(a.layers, true);
   // qwen3.py ignores layer_types / sliding_window (every layer attends fully).
-  if (!qwen2 && !qwen3 && c.has("layer_types")) {
+  if (!qwen2 && !qwen3 && !plain && c.has("layer_types")) {
     const auto& lt = c.node()["layer_types"];
     if (!lt.is_array() || lt.size() != static_cast<size_t>(a.layers)) {
       c.fail("layer_types", fmt::format("expected a list of {} layer types", a.layers));
@@ -100,7 +91,7 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
       a.sliding[i] = t == "sliding_attention";
     }
   }
-  if (!qwen2 && !qwen3) {
+  if (!qwen2 && !qwen3 && !plain) {
     if (auto w = c.opt_int("sliding_window")) a.sliding_window = static_cast<int>(*w);
   }
   if (a.model_type == "smollm3") {
@@ -116,6 +107,8 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
   }
   return a;
 }
+
+namespace {
 
 class Attention {
  public:
@@ -291,7 +284,9 @@ class LlamaModel final : public Model {
 }  // namespace
 
 std::unique_ptr<Model> load_llama(const Checkpoint& ckpt, const LoadContext& ctx) {
-  return std::make_unique<LlamaModel>(LlamaArgs::parse(ckpt.config()), ctx);
+  auto args = LlamaArgs::parse(ckpt.config());
+  if (args.fused_qkv) split_fused_projections(ctx.weights, args);
+  return std::make_unique<LlamaModel>(std::move(args), ctx);
 }
 
 }  // namespace mlxcpp

@@ -78,7 +78,40 @@ mx::array yarn_freqs(const RopeParams& p, const JsonView& s, double* mscale_out)
                             mx::multiply(freq_extra, mx::subtract(mx::array(1), freq_mask))));
 }
 
+// SuScaledRoPE (phi3, longrope): long_factor * base ** (arange(0, dims, 2) / dims), whatever the
+// sequence length (mlx-lm never switches to short_factor), and the input scale
+// sqrt(1 + log(factor) / log(original)) where max_position_embeddings / original > 1.
+mx::array su_freqs(const RopeParams& p, const JsonView& s, double* mscale_out) {
+  if (!s.has("short_factor")) s.fail("short_factor", "missing (su/longrope rope_scaling needs it)");
+  if (!p.max_position_embeddings) s.fail("type", "su/longrope needs max_position_embeddings");
+  const double orig = p.original_max_position_embeddings
+                          ? static_cast<double>(*p.original_max_position_embeddings)
+                          : s.req_number("original_max_position_embeddings");
+  if (orig <= 0) s.fail("original_max_position_embeddings", "must be positive");
+  const auto& lf = s.node()["long_factor"];
+  mx::array factor = mx::array(0.0f);
+  if (lf.is_number()) {
+    factor = f32(lf.get<double>());
+  } else {
+    if (!lf.is_array() || lf.size() != static_cast<size_t>(p.dims / 2)) {
+      s.fail("long_factor", fmt::format("expected a number or a list of {} numbers (rotary dims / 2)", p.dims / 2));
+    }
+    std::vector<float> v;
+    for (const auto& e : lf) {
+      if (!e.is_number()) s.fail("long_factor", "expected numbers");
+      v.push_back(static_cast<float>(e.get<double>()));
+    }
+    factor = mx::array(v.data(), {static_cast<int>(v.size())}, mx::float32);
+  }
+  const double f = static_cast<double>(*p.max_position_embeddings) / orig;
+  *mscale_out = f <= 1.0 ? 1.0 : std::sqrt(1 + std::log(f) / std::log(orig));
+  auto freqs = mx::power(f32(p.base), mx::divide(mx::arange(0, p.dims, 2, mx::float32), mx::array(p.dims)));
+  return mx::multiply(factor, freqs);
+}
+
 }  // namespace
+
+bool Rope::su() const { return type_ == "su" || type_ == "longrope"; }
 
 Rope Rope::create(const RopeParams& p, const std::optional<JsonView>& scaling) {
   Rope r;
@@ -99,16 +132,21 @@ Rope Rope::create(const RopeParams& p, const std::optional<JsonView>& scaling) {
     r.freqs_ = llama3_freqs(p, *scaling);
   } else if (r.type_ == "yarn") {
     r.freqs_ = yarn_freqs(p, *scaling, &r.mscale_);
+  } else if (r.su()) {
+    if (!scaling->has("long_factor")) scaling->fail("long_factor", "missing (su/longrope rope_scaling needs it)");
+    r.p_.traditional = false;  // SuScaledRoPE always rotates halves
+    r.freqs_ = su_freqs(p, *scaling, &r.mscale_);
   } else {
     scaling->fail(scaling->has("type") ? "type" : "rope_type",
-                  fmt::format("'{}' is not supported (known: default, linear, dynamic, llama3, yarn)", r.type_));
+                  fmt::format("'{}' is not supported (known: default, linear, dynamic, llama3, yarn, longrope, su)",
+                              r.type_));
   }
   if (r.freqs_) mx::eval(*r.freqs_);
   r.spec_ = r.build_spec();
   return r;
 }
 
-mx::array Rope::yarn_input(const mx::array& x) const {
+mx::array Rope::scaled_input(const mx::array& x) const {
   if (mscale_ == 1.0) return x;
   // x.at[..., :dims].multiply(mscale)
   if (p_.dims == x.shape(-1)) return mx::multiply(x, f32(mscale_));
@@ -121,7 +159,9 @@ template <class Offset>
 mx::array Rope::rotate(const mx::array& x, const Offset& offset) const {
   namespace fast = mx::fast;
   if (type_ == "llama3") return fast::rope(x, p_.dims, p_.traditional, std::nullopt, 1.0f, offset, freqs_);
-  if (type_ == "yarn") return fast::rope(yarn_input(x), p_.dims, p_.traditional, std::nullopt, 1.0f, offset, freqs_);
+  if (type_ == "yarn" || su()) {
+    return fast::rope(scaled_input(x), p_.dims, p_.traditional, std::nullopt, 1.0f, offset, freqs_);
+  }
   return fast::rope(x, p_.dims, p_.traditional, static_cast<float>(p_.base), scale_, offset);
 }
 

@@ -1,5 +1,5 @@
-// Rotary embeddings as mlx-lm's rope_utils.initialize_rope builds them: default, linear,
-// dynamic (NTK), llama3 and yarn, each ending in one mx.fast.rope call.
+// Rotary embeddings as mlx-lm's rope_utils builds them: default, linear, dynamic (NTK), llama3,
+// yarn and su/longrope (SuScaledRoPE), each ending in one mx.fast.rope call.
 #pragma once
 
 #include <memory>
@@ -19,6 +19,8 @@ struct RopeParams {
   double base = 10000.0;
   bool traditional = false;
   std::optional<int64_t> max_position_embeddings;
+  // su/longrope: phi3 reads it from the config's top level; otherwise rope_scaling's own.
+  std::optional<int64_t> original_max_position_embeddings;
 };
 
 class Rope {
@@ -41,17 +43,18 @@ class Rope {
   std::string type_ = "default";
   RopeParams p_;
   float scale_ = 1.0f;                     // position scale (linear)
-  double mscale_ = 1.0;                    // yarn input scale
+  double mscale_ = 1.0;                    // yarn / su input scale
   double dynamic_factor_ = 1.0;            // dynamic NTK
-  std::optional<mlx::core::array> freqs_;  // llama3 / yarn
+  std::optional<mlx::core::array> freqs_;  // llama3 / yarn / su
   std::shared_ptr<const kernels::RopeSpec> spec_;
 
   std::shared_ptr<const kernels::RopeSpec> build_spec() const;
+  bool su() const;  // su / longrope (SuScaledRoPE)
   // The one mx.fast.rope call of every type but dynamic, at an int or per-row array offset.
   template <class Offset>
   mlx::core::array rotate(const mlx::core::array& x, const Offset& offset) const;
-  // yarn's input scaling (x[..., :dims] * mscale).
-  mlx::core::array yarn_input(const mlx::core::array& x) const;
+  // yarn's and su's input scaling (x[..., :dims] * mscale).
+  mlx::core::array scaled_input(const mlx::core::array& x) const;
 };
 
 }  // namespace mlxcpp

@@ -60,8 +60,22 @@ TEST_P(GgufConvert, TensorsEqualGgufPyDequantization) {
   EXPECT_EQ(config.at("num_key_value_heads"), 2);
   EXPECT_EQ(config.at("hidden_size"), 128);
   EXPECT_EQ(config.at("head_dim"), arch == "qwen3" ? 48 : 32);
-  EXPECT_EQ(config.at("tie_word_embeddings"), true);
+  EXPECT_EQ(config.at("tie_word_embeddings"), arch != "phi3");  // phi3-longrope-bf16 is untied
   EXPECT_EQ(config.at("vocab_size"), 512);
+  if (arch == "phi3") {  // rope factors from the rope_factors_* tensors, 24 of 32 dims rotated
+    const json tiny = JsonView::parse_file(golden_dir() / "models" / "phi3-longrope-bf16" / "config.json");
+    EXPECT_EQ(config.at("partial_rotary_factor"), 0.75);
+    EXPECT_EQ(config.at("original_max_position_embeddings"), 64);
+    const json& rs = config.at("rope_scaling");
+    EXPECT_EQ(rs.at("type"), "longrope");
+    for (const char* key : {"long_factor", "short_factor"}) {
+      const json& want = tiny.at("rope_scaling").at(key);
+      ASSERT_EQ(rs.at(key).size(), want.size()) << key;
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(rs.at(key)[i].get<float>(), want[i].get<float>()) << key << " " << i;
+      }
+    }
+  }
 
   auto snapshot = mx::load_safetensors((dir_ / "model.safetensors").string()).first;
   std::map<std::string, mx::array> w(snapshot.begin(), snapshot.end());
@@ -89,7 +103,7 @@ TEST_P(GgufConvert, TensorsEqualGgufPyDequantization) {
   EXPECT_EQ(tok.at("added_tokens").at(0).at("content"), "<|endoftext|>");
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, GgufConvert, ::testing::Values("q8_0", "q4_0", "f16", "qwen3-q8_0"),
+INSTANTIATE_TEST_SUITE_P(Cases, GgufConvert, ::testing::Values("q8_0", "q4_0", "f16", "qwen3-q8_0", "phi3-q8_0"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (auto& ch : s) if (ch == '-') ch = '_';

@@ -152,6 +152,8 @@ const std::vector<std::string> kBlockModels = {
     "llama3rope-untied-q4g64", "qwen2-q4g64", "qwen2-q8g32", "smollm3-q4g64",
     // Qwen3: per-head q/k norms (plain RMSNorm weights) in the blocks.
     "qwen3-q4g64", "qwen3-untied-q8g32",
+    // Phi-3: fused qkv/gate_up split at load; longrope (input scale, long factors) on 24 of 32 dims.
+    "phi3-q4g64", "phi3-longrope-q4g64",
     // Gemma 3: q/k norms, post-norms, GeGLU, sliding-window layers (window 8) in the blocks.
     "gemma3-text-q4g64"};
 // Checkpoints whose fast mode runs stock ops except the quantized matmuls (our kernels via nn::Linear).

@@ -258,3 +258,21 @@ TEST_F(LoadErrors, Qwen3ConfigAndNorms) {
   edit_weights([](Tensors& t) { t.erase("model.layers.1.self_attn.k_norm.weight"); });
   expect_contains(load_error<WeightError>(), {"tensor 'model.layers.1.self_attn.k_norm.weight'", "missing"});
 }
+
+TEST_F(LoadErrors, Phi3RopeScalingAndFusedWeights) {
+  use("phi3-longrope-q4g64");
+  edit_config([](json& c) { c["rope_scaling"].erase("long_factor"); });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'rope_scaling.long_factor'", "missing"});
+  edit_config([](json& c) { c["rope_scaling"]["long_factor"] = json::array({1.0, 2.0}); });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'rope_scaling.long_factor'", "12"});
+  edit_config([](json& c) {
+    c["rope_scaling"]["long_factor"] = std::vector<double>(12, 1.0);
+    c["rope_scaling"].erase("short_factor");
+  });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'rope_scaling.short_factor'"});
+  edit_config([](json& c) { c["partial_rotary_factor"] = 0.01; });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'partial_rotary_factor'"});
+  edit_config([](json& c) { c.erase("partial_rotary_factor"); c.erase("rope_scaling"); });
+  edit_weights([](Tensors& t) { t.erase("model.layers.1.self_attn.qkv_proj.weight"); });
+  expect_contains(load_error<WeightError>(), {"tensor 'model.layers.1.self_attn.qkv_proj.weight'", "missing"});
+}

@@ -19,7 +19,8 @@ const std::vector<std::string>& tiny_model_names() {
       "qwen2-q4g64", "qwen2-q8g32", "qwen3-bf16", "qwen3-q4g64", "qwen3-untied-q8g32", "llama-q2g32", "llama-q3g128", "llama-q5g64", "llama-q6g32",
       "llama-mxfp4", "llama-nvfp4", "llama-mxfp8", "mistral-yarn-bias-bf16", "llama-linear-untied-bf16",
       "llama-dynamic-bf16", "smollm3-q4g64",
-      "gemma3-text-bf16", "gemma3-text-q4g64", "gemma3-nested-untied-bf16"};
+      "gemma3-text-bf16", "gemma3-text-q4g64", "gemma3-nested-untied-bf16",
+      "phi3-bf16", "phi3-q4g64", "phi3-longrope-bf16", "phi3-longrope-q4g64"};
   return kNames;
 }
 

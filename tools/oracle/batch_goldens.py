@@ -43,6 +43,9 @@ SCENARIOS = [
     # Qwen3: per-head q/k norms under per-row RoPE offsets; rows join and leave.
     ("qwen3_join_leave", "qwen3-q4g64", (6, 3, 4), [
         (8, 0, 10, -1, 0), (21, 0, 7, 6, 0), (3, 0, 12, -1, 1.2), (13, 5, 9, -1, 0), (6, 8, 6, -1, 0)]),
+    # Phi-3 longrope: split qkv/gate_up, partial rotary with long factors at per-row offsets.
+    ("phi3_longrope_join_leave", "phi3-longrope-q4g64", (5, 2, 3), [
+        (9, 0, 11, -1, 0), (17, 0, 6, 5, 0), (4, 2, 9, -1, 1.3), (12, 6, 7, -1, 0)]),
 ]
 MAX_STEPS = 80
 

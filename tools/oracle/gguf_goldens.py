@@ -2,7 +2,7 @@
 exact conversion must produce.
 
 Usage: .venv/bin/python tools/oracle/gguf_goldens.py GOLDEN_DIR
-Reads GOLDEN_DIR/models/llama-bf16 and qwen3-bf16 (tiny_models.py) and writes GOLDEN_DIR/gguf/:
+Reads GOLDEN_DIR/models/llama-bf16, qwen3-bf16 and phi3-longrope-bf16 (tiny_models.py) and writes GOLDEN_DIR/gguf/:
   tiny-llama-<case>.gguf           the checkpoint as llama.cpp's convert_hf_to_gguf.py lays it out:
                                    llama.* metadata, Q/K rows `permute`d, a small gpt2 vocabulary
   tiny-llama-<case>.expected.safetensors
@@ -11,9 +11,11 @@ Reads GOLDEN_DIR/models/llama-bf16 and qwen3-bf16 (tiny_models.py) and writes GO
                                    our snapshot: mx.dequantize or the dense tensor)
   tiny-qwen3-q8_0.gguf (+ .expected)  qwen3.* metadata (head_dim 48 as key_length), Q/K rows as
                                    HF has them (Qwen3Model keeps rotate-half), q/k norms
+  tiny-phi3-q8_0.gguf (+ .expected)  phi3-longrope-bf16: attn_qkv and ffn_up (gate + up) fused,
+                                   24 rotary dims, rope_factors_long/short F32 tensors, untied
   cases.json                       case -> {gguf, expected, types, arch}
 Cases: q8_0 (every matrix Q8_0), q4_0 (matrices Q4_0, embedding Q8_0: per-path overrides),
-f16 (matrices F16), qwen3-q8_0. Norms are F32 throughout.
+f16 (matrices F16), qwen3-q8_0, phi3-q8_0. Norms are F32 throughout.
 """
 
 import json
@@ -36,6 +38,7 @@ BLOCK = {
     "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
     "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
     "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
+    "self_attn.qkv_proj": "attn_qkv", "mlp.gate_up_proj": "ffn_up",  # phi3: fused as in HF
 }
 
 
@@ -99,7 +102,13 @@ def write_case(case, weights, cfg, out, arch="llama"):
     w.add_rope_freq_base(cfg["rope_theta"])
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     w.add_vocab_size(cfg["vocab_size"])
-    w.add_rope_dimension_count(head_dim)
+    # Phi3MiniModel: int(partial_rotary_factor * hidden) // heads rotary dims.
+    w.add_rope_dimension_count(int(cfg.get("partial_rotary_factor", 1.0) * cfg["hidden_size"]) // heads)
+    if arch == "phi3":
+        w.add_rope_scaling_orig_ctx_len(cfg["original_max_position_embeddings"])
+        rs = cfg["rope_scaling"]
+        w.add_tensor("rope_factors_long.weight", np.array(rs["long_factor"], dtype=np.float32), raw_dtype=T.F32)
+        w.add_tensor("rope_factors_short.weight", np.array(rs["short_factor"], dtype=np.float32), raw_dtype=T.F32)
     if head_dim != cfg["hidden_size"] // heads:
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
@@ -160,6 +169,8 @@ def main():
     cases = {case: write_case(case, weights, cfg, out) for case in ("q8_0", "q4_0", "f16")}
     weights, cfg = load(golden, "qwen3-bf16")
     cases["qwen3-q8_0"] = write_case("q8_0", weights, cfg, out, arch="qwen3")
+    weights, cfg = load(golden, "phi3-longrope-bf16")
+    cases["phi3-q8_0"] = write_case("q8_0", weights, cfg, out, arch="phi3")
     (out / "cases.json").write_text(json.dumps(cases, indent=2) + "\n")
     print(f"gguf goldens: {', '.join(cases)} -> {out}")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
-from mlx_lm.models import gemma3, gemma3_text, llama, qwen2, qwen3, smollm3
+from mlx_lm.models import gemma3, gemma3_text, llama, phi3, qwen2, qwen3, smollm3
 from mlx_lm.utils import quantize_model, save_config, save_model
 
 BASE = {
@@ -30,6 +30,20 @@ QWEN2 = {**BASE, "model_type": "qwen2", "rope_theta": 1000000.0, "tie_word_embed
 # head_dim * heads != hidden on purpose (Qwen3-0.6B: 16 x 128 over 1024); untied like Qwen3-8B.
 QWEN3 = {**BASE, "model_type": "qwen3", "head_dim": 48, "rope_theta": 1000000.0, "tie_word_embeddings": True}
 QWEN3_UNTIED = {**QWEN3, "tie_word_embeddings": False}
+# phi3.py: untied by default, fused qkv_proj / gate_up_proj. The longrope one as Phi-4-mini lays
+# it out (partial_rotary_factor 0.75: 24 of 32 head dims rotated, 12 factors); max / original
+# = 32 > 1 so the sqrt(1 + log 32 / log 64) input scale applies (mlx-lm always uses long_factor).
+PHI3 = {**BASE, "model_type": "phi3", "rope_theta": 10000.0}
+PHI3_LONGROPE = {
+    **PHI3,
+    "partial_rotary_factor": 0.75,
+    "original_max_position_embeddings": 64,
+    "rope_scaling": {
+        "type": "longrope",
+        "short_factor": [1.0 + 0.05 * i for i in range(12)],
+        "long_factor": [1.0 + 0.75 * i for i in range(12)],
+    },
+}
 LLAMA3 = {
     **LLAMA,
     "tie_word_embeddings": False,
@@ -113,6 +127,10 @@ SPECS = {
     "qwen3-bf16": (QWEN3, None),
     "qwen3-q4g64": (QWEN3, (4, 64)),
     "qwen3-untied-q8g32": (QWEN3_UNTIED, (8, 32)),
+    "phi3-bf16": (PHI3, None),
+    "phi3-q4g64": (PHI3, (4, 64)),
+    "phi3-longrope-bf16": (PHI3_LONGROPE, None),
+    "phi3-longrope-q4g64": (PHI3_LONGROPE, (4, 64)),
 }
 
 MODULES = {
@@ -120,6 +138,7 @@ MODULES = {
     "mistral": llama,
     "qwen2": qwen2,
     "qwen3": qwen3,
+    "phi3": phi3,
     "smollm3": smollm3,
     "gemma3_text": gemma3_text,
     "gemma3": gemma3,
@@ -147,7 +166,7 @@ def build(name, config, quant, seed):
     model = mod.Model(mod.ModelArgs.from_dict(copy.deepcopy(config)))
     if config["model_type"].startswith("gemma3"):
         gemma_setup(model, tie="untied" not in name)
-    if config["model_type"] == "qwen3":
+    if config["model_type"] in ("qwen3", "phi3"):
         perturb_norms(model)  # the q/k norms above all
     model.set_dtype(mx.bfloat16)
     mx.eval(model.parameters())

@@ -1,0 +1,74 @@
+// Config and weight-layout pieces of the llama descriptor that only phi3 (mlx_lm/models/phi3.py)
+// has.
+#include "models/family_args.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <mlx/ops.h>
+
+#include "core/errors.h"
+
+namespace mx = mlx::core;
+
+namespace mlxcpp {
+
+void parse_phi3(const JsonView& c, LlamaArgs& a) {
+  a.fused_qkv = true;
+  a.rope.base = c.number_or("rope_theta", 10000.0);
+  a.rope.traditional = c.bool_or("rope_traditional", false);
+  const double partial = c.number_or("partial_rotary_factor", 1.0);
+  a.rope.dims = static_cast<int>(a.head_dim * partial);  // int(head_dim * partial_rotary_factor)
+  if (a.rope.dims <= 0 || a.rope.dims % 2 != 0 || a.rope.dims > a.head_dim) {
+    c.fail("partial_rotary_factor", fmt::format("{} gives {} rotary dims of head_dim {}", partial, a.rope.dims, a.head_dim));
+  }
+  a.rope.max_position_embeddings = c.int_or("max_position_embeddings", 131072);
+  a.rope.original_max_position_embeddings = c.int_or("original_max_position_embeddings", 4096);
+  a.rope_scaling.reset();
+  auto rs = c.get("rope_scaling");
+  if (!rs || !rs->node().is_object() || rs->node().empty()) return;  // `if self.rope_scaling:`
+  for (const char* key : {"long_factor", "type"}) {
+    if (!rs->has(key)) rs->fail(key, "missing (phi3's rope_scaling must contain long_factor and type)");
+  }
+  const std::string type = rs->req_string("type");
+  // phi3.py warns and drops any other type (plain RoPE).
+  if (type == "su" || type == "longrope" || type == "linear") a.rope_scaling = rs;
+}
+
+namespace {
+
+// Moves rows [start, start + n) of each of `from`'s tensors (weight, and scales/biases when
+// quantized) to `to`.
+void take_rows(WeightMap& w, const std::string& from, const std::vector<std::pair<std::string, int>>& parts) {
+  int total = 0;
+  for (const auto& p : parts) total += p.second;
+  for (const char* suffix : {".weight", ".scales", ".biases"}) {
+    const std::string name = from + suffix;
+    if (!w.has(name) && std::string(suffix) != ".weight") continue;  // a missing weight: take's error
+    const auto file = w.file_of(name);
+    mx::array t = w.take(name);
+    if (t.ndim() != 2 || t.shape(0) != total) {
+      throw WeightError(fmt::format("{}: tensor '{}': expected {} rows, got shape [{}]", file, name, total,
+                                    fmt::join(t.shape(), ", ")));
+    }
+    int start = 0;
+    for (const auto& [to, n] : parts) {
+      w.add(to + suffix, mx::slice(t, {start, 0}, {start + n, t.shape(1)}), file);
+      start += n;
+    }
+  }
+}
+
+}  // namespace
+
+void split_fused_projections(WeightMap& w, const LlamaArgs& a) {
+  const int qd = a.heads * a.head_dim, kvd = a.kv_heads * a.head_dim;
+  for (int i = 0; i < a.layers; ++i) {
+    const auto attn = fmt::format("model.layers.{}.self_attn", i), mlp = fmt::format("model.layers.{}.mlp", i);
+    take_rows(w, attn + ".qkv_proj", {{attn + ".q_proj", qd}, {attn + ".k_proj", kvd}, {attn + ".v_proj", kvd}});
+    take_rows(w, mlp + ".gate_up_proj", {{mlp + ".gate_proj", a.intermediate}, {mlp + ".up_proj", a.intermediate}});
+  }
+}
+
+}  // namespace mlxcpp

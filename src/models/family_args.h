@@ -1,0 +1,39 @@
+// The llama descriptor's config (LlamaArgs) and the parts of it that only phi3 reads: its
+// config fields and its fused projections, split at load.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "artifacts/weight_map.h"
+#include "core/json_file.h"
+#include "nn/rope.h"
+
+namespace mlxcpp {
+
+struct LlamaArgs {
+  std::string model_type;
+  int hidden = 0, layers = 0, intermediate = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;
+  float eps = 1e-6f;
+  bool qkv_bias = false, o_bias = false, mlp_bias = false, tie = true;
+  bool qk_norm = false;    // qwen3
+  bool fused_qkv = false;  // phi3: qkv_proj and gate_up_proj in the checkpoint
+  RopeParams rope;
+  std::optional<JsonView> rope_scaling;
+  std::vector<bool> sliding;   // per layer
+  std::vector<bool> use_rope;  // per layer (smollm3 NoPE)
+  std::optional<int> sliding_window;
+
+  static LlamaArgs parse(const JsonView& c);
+};
+
+// phi3.py: rope_theta, rope_traditional, partial_rotary_factor, max_position_embeddings,
+// original_max_position_embeddings, rope_scaling (su/longrope/linear; others dropped).
+void parse_phi3(const JsonView& c, LlamaArgs& a);
+
+// phi3: each layer's qkv_proj rows -> q_proj, k_proj, v_proj and gate_up_proj -> gate_proj,
+// up_proj (weight, scales, biases alike: rows are independent), so the layers load as llama's.
+void split_fused_projections(WeightMap& w, const LlamaArgs& a);
+
+}  // namespace mlxcpp
