@@ -1,4 +1,4 @@
-// GGUF -> HF for the llama, qwen3, phi3 and gemma3 families. Sources: llama.cpp
+// GGUF -> HF for the llama, qwen3, phi3, minicpm and gemma3 families. Sources: llama.cpp
 // convert_hf_to_gguf.py (LlamaModel.permute for Q/K; Qwen3Model, a Qwen2Model, keeps HF's
 // rotate-half Q/K rows; Phi3MiniModel keeps qkv_proj and gate_up_proj fused and writes
 // longrope's factors as rope_factors_long/short tensors; Gemma3Model adds 1 to every
@@ -7,6 +7,7 @@
 #include "artifacts/gguf_arch.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
@@ -148,6 +149,15 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
+// llama.cpp permutes Q/K rows from HF's rotate-half layout to interleaved pairs (LlamaModel.permute).
+GgufTensorFix permuted_qk(const Keys& k, const std::string& hf) {
+  if (ends_with(hf, "self_attn.q_proj.weight")) return {static_cast<int>(k.req("attention.head_count")), 0.0f};
+  if (ends_with(hf, "self_attn.k_proj.weight")) {
+    return {static_cast<int>(k.get("attention.head_count_kv", k.req("attention.head_count"))), 0.0f};
+  }
+  return {};
+}
+
 class LlamaArch : public GgufArch {
  public:
   json config(const GgufFile& g) const override {
@@ -168,13 +178,50 @@ class LlamaArch : public GgufArch {
     return map_name(g, name, kBlock);
   }
   GgufTensorFix fix(const GgufFile& g, const std::string& hf) const override {
-    Keys k{g, "llama"};
-    // llama.cpp permutes Q/K rows from HF's rotate-half layout to interleaved pairs.
-    if (ends_with(hf, "self_attn.q_proj.weight")) return {static_cast<int>(k.req("attention.head_count")), 0.0f};
-    if (ends_with(hf, "self_attn.k_proj.weight")) {
-      return {static_cast<int>(k.get("attention.head_count_kv", k.req("attention.head_count"))), 0.0f};
+    return permuted_qk(Keys{g, "llama"}, hf);
+  }
+};
+
+// MiniCPMModel (conversion/minicpm.py): llama's tensors and Q/K permutation, plus
+// embedding_scale = scale_emb, residual_scale = scale_depth / sqrt(layers) and logit_scale =
+// hidden / dim_model_base. Without output.weight the head is token_embd (llama.cpp's fallback):
+// mlx-lm's minicpm is never tied (its sanitize copies the embedding to lm_head), so we write
+// that copy, quantized like the embedding.
+class MiniCpmArch : public GgufArch {
+ public:
+  json config(const GgufFile& g) const override {
+    Keys k{g, "minicpm"};
+    for (const char* t : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
+      if (g.find_tensor(t)) {
+        throw WeightError(fmt::format("{}: tensor '{}': minicpm longrope is not supported yet", g.path().string(), t));
+      }
     }
-    return {};
+    json c = family_config(g, k, "MiniCPMForCausalLM", "minicpm", 10000.0);
+    c["hidden_act"] = "silu";
+    c["tie_word_embeddings"] = false;
+    auto req = [&](const char* key) {
+      auto v = g.opt_number(k.k(key));
+      if (!v || !(*v > 0)) g.fail_key(k.k(key), "missing or not a positive number");
+      return *v;
+    };
+    c["scale_emb"] = req("embedding_scale");
+    c["scale_depth"] = req("residual_scale") * std::sqrt(c["num_hidden_layers"].get<double>());
+    const double base = c["hidden_size"].get<double>() / req("logit_scale");
+    const double rounded = std::round(base);
+    if (std::abs(base - rounded) <= 1e-6 * base) c["dim_model_base"] = static_cast<int64_t>(rounded);
+    else c["dim_model_base"] = base;
+    return c;
+  }
+  std::optional<std::string> hf_name(const GgufFile& g, const std::string& name) const override {
+    static const auto kBlock = block_names({{"ffn_norm", "post_attention_layernorm"}});
+    return map_name(g, name, kBlock);
+  }
+  GgufTensorFix fix(const GgufFile& g, const std::string& hf) const override {
+    return permuted_qk(Keys{g, "minicpm"}, hf);
+  }
+  std::optional<std::string> also_as(const GgufFile& g, const std::string& hf) const override {
+    if (hf == "model.embed_tokens.weight" && !g.find_tensor("output.weight")) return "lm_head.weight";
+    return std::nullopt;
   }
 };
 
@@ -278,18 +325,20 @@ class Gemma3Arch : public GgufArch {
 
 }  // namespace
 
-std::vector<std::string> supported_gguf_architectures() { return {"gemma3", "llama", "phi3", "qwen3"}; }
+std::vector<std::string> supported_gguf_architectures() { return {"gemma3", "llama", "minicpm", "phi3", "qwen3"}; }
 
 const GgufArch& gguf_arch_for(const GgufFile& g) {
   static const LlamaArch kLlama;
   static const Gemma3Arch kGemma3;
   static const Qwen3Arch kQwen3;
   static const Phi3Arch kPhi3;
+  static const MiniCpmArch kMiniCpm;
   const std::string arch = g.req_string("general.architecture");
   if (arch == "llama") return kLlama;
   if (arch == "gemma3") return kGemma3;
   if (arch == "qwen3") return kQwen3;
   if (arch == "phi3") return kPhi3;
+  if (arch == "minicpm") return kMiniCpm;
   g.fail_key("general.architecture", fmt::format("unsupported architecture '{}' (supported: {})", arch,
                                                  fmt::join(supported_gguf_architectures(), ", ")));
 }

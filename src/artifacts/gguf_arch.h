@@ -28,6 +28,9 @@ class GgufArch {
   // An unknown name is a WeightError naming the file and tensor.
   virtual std::optional<std::string> hf_name(const GgufFile& g, const std::string& gguf_name) const = 0;
   virtual GgufTensorFix fix(const GgufFile& g, const std::string& hf_name) const = 0;
+  // A second HF name the same tensor is written under (minicpm: the embedding as lm_head when
+  // the GGUF has no output.weight), or nullopt.
+  virtual std::optional<std::string> also_as(const GgufFile&, const std::string&) const { return std::nullopt; }
 };
 
 // The architectures we import; anything else is a ConfigError "unsupported architecture 'x'".

@@ -52,10 +52,14 @@ class SnapshotWriter {
     // float32 scales with float32 weights: MLX's CPU kernels are far slower on half types.
     if (o_.dtype == mx::float32) copts.scales_dtype = mx::float32;
     auto converted = convert_ggml_tensor(g_.tensor_view(info), copts);
+    const auto copy = arch_.also_as(g_, *hf);
     if (auto* q = std::get_if<MlxAffine>(&converted)) {
       add_quantized(*hf, *q, fix, report);
+      GgufConvertReport uncounted;  // the copy is no tensor of the GGUF's
+      if (copy) add_quantized(*copy, *q, fix, uncounted);
     } else {
       add_dense(*hf, std::get<mx::array>(converted), fix, info);
+      if (copy) add_dense(*copy, std::get<mx::array>(converted), fix, info);
       ++report.dense;
     }
     ++report.tensors;

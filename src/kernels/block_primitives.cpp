@@ -39,6 +39,15 @@ struct BlockScratch {
   }
 };
 
+// o = h + o * scale (mlx-lm's x + r * scale; MiniCPM's scale_depth / sqrt(layers), else 1).
+void add_residual(const float* h, float* o, long n, float scale) {
+  if (scale == 1.f) {
+    for (long i = 0; i < n; ++i) o[i] += h[i];
+    return;
+  }
+  for (long i = 0; i < n; ++i) o[i] = h[i] + o[i] * scale;
+}
+
 // o = the MLP block of h (`rows` rows of d); o must not alias h. `decode`: each row is one
 // sequence's next token (qmatmul's).
 void run_mlp(const KernelContext& ctx, const MlpBlockSpec& s, const BlockArrays& in, const float* h,
@@ -54,7 +63,7 @@ void run_mlp(const KernelContext& ctx, const MlpBlockSpec& s, const BlockArrays&
   (s.act == GluActivation::kSilu ? v.silu_mul : v.gelu_mul)(g, u, g, nh);
   qlinear(ctx, view(in, s.slots[2]), g, rows, o, decode);
   if (s.post_norm >= 0) rms_norm_rows(v, o, in[s.post_norm].data<float>(), s.eps, rows, d, o);
-  for (long i = 0, n = static_cast<long>(rows) * d; i < n; ++i) o[i] += h[i];
+  add_residual(h, o, static_cast<long>(rows) * d, s.residual_scale);
 }
 
 // o = the attention block of h ([batch, L, d]); writes the new rows into the caches kc/vc
@@ -145,7 +154,7 @@ void run_attention(const KernelContext& ctx, const AttentionBlockSpec& s, const 
   attention(ctx, as, q, caches.kc, caches.vc, att);
   qlinear(ctx, view(in, s.slots[3]), att, rows, o, decode);
   if (s.post_norm >= 0) rms_norm_rows(v, o, in[s.post_norm].data<float>(), s.eps, rows, s.d, o);
-  for (long i = 0, n = static_cast<long>(rows) * s.d; i < n; ++i) o[i] += h[i];
+  add_residual(h, o, static_cast<long>(rows) * s.d, s.residual_scale);
 }
 
 // Output buffers of one attention block's caches (outputs[first], outputs[first + 1]): the

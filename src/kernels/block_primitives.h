@@ -44,6 +44,7 @@ struct MlpBlockSpec {
   std::vector<LinearSlot> slots;  // gate, up, down
   GluActivation act = GluActivation::kSilu;
   int post_norm = -1;  // input index of the post-norm weight [d], -1: none
+  float residual_scale = 1.f;  // h + block * residual_scale (MiniCPM)
 };
 
 // inputs: h [rows, d], norm_w [d], gate, up, down (LinearSlots) [, post_w [d]]; output: the
@@ -76,6 +77,7 @@ struct AttentionBlockSpec {
   bool kv_f16 = false;                    // the caches hold float16 (else float32)
   int q_norm = -1, k_norm = -1;           // input indices of per-head q/k norm weights (-1: none)
   int post_norm = -1;                     // input index of the o projection's post-norm weight
+  float residual_scale = 1.f;             // h + o(attn) * residual_scale (MiniCPM)
   // A batch cache's rows: row b's first left_padding[b] cache rows are padding (skipped), its
   // new tokens sit at RoPE positions offset - left_padding[b] + l. Empty: no padding.
   std::vector<int> left_padding = {};

@@ -259,6 +259,7 @@ MlpBlockSpec add_mlp(Placer& p, const MlpBlockInputs& m) {
   for (const auto* l : {&m.gate, &m.up, &m.down}) spec.slots.push_back(add_linear(p, *l));
   spec.act = m.act;
   spec.post_norm = p.add_optional(m.post_norm);
+  spec.residual_scale = m.residual_scale;
   return spec;
 }
 
@@ -313,6 +314,7 @@ AttentionBlockSpec add_attention(Placer& p, const mx::array& h, const AttentionB
   spec.q_norm = p.add_optional(a.q_norm);
   spec.k_norm = p.add_optional(a.k_norm);
   spec.post_norm = p.add_optional(a.post_norm);
+  spec.residual_scale = a.residual_scale;
   spec.left_padding = a.left_padding;
   if (a.ragged) {
     spec.ragged = a.ragged;
@@ -346,8 +348,9 @@ void add_cache_outputs(const AttentionBlockInputs& in, std::vector<mx::Shape>& s
 
 std::optional<mx::array> mlp_block(const mx::array& h, const mx::array& norm_w, float eps, const BlockLinear& gate,
                                    const BlockLinear& up, const BlockLinear& down, const FastPath& fast,
-                                   GluActivation act, const std::optional<mx::array>& post_norm) {
-  MlpBlockInputs m{norm_w, eps, gate, up, down, act, post_norm};
+                                   GluActivation act, const std::optional<mx::array>& post_norm,
+                                   float residual_scale) {
+  MlpBlockInputs m{norm_w, eps, gate, up, down, act, post_norm, residual_scale};
   if (!use_fast(fast) || !mlp_ok(h, m)) return std::nullopt;
   std::vector<mx::array> inputs{h};
   Placer p{inputs};

@@ -82,7 +82,8 @@ struct BlockLinear {
 std::optional<mlx::core::array> mlp_block(const mlx::core::array& h, const mlx::core::array& norm_w, float eps,
                                           const BlockLinear& gate, const BlockLinear& up, const BlockLinear& down,
                                           const FastPath& fast, GluActivation act = GluActivation::kSilu,
-                                          const std::optional<mlx::core::array>& post_norm = std::nullopt);
+                                          const std::optional<mlx::core::array>& post_norm = std::nullopt,
+                                          float residual_scale = 1.f);
 
 struct AttentionBlockArgs {
   int heads, kv_heads, head_dim, offset;
@@ -93,6 +94,7 @@ struct AttentionBlockArgs {
   // Gemma 3: RMSNorm (eps) of each head's q and k before rope (weights [head_dim]), and of the
   // o projection's output before the residual add (weights [d]). float32.
   std::optional<mlx::core::array> q_norm = std::nullopt, k_norm = std::nullopt, post_norm = std::nullopt;
+  float residual_scale = 1.f;  // h + o(attn) * residual_scale (MiniCPM)
   // A batch cache's per-row left padding (BatchKVCache: empty = none): row b attends cache rows
   // left_padding[b].. only, and its new tokens take RoPE positions offset - left_padding[b] + l.
   std::vector<int> left_padding = {};
@@ -128,6 +130,7 @@ struct MlpBlockInputs {
   BlockLinear gate, up, down;
   GluActivation act = GluActivation::kSilu;
   std::optional<mlx::core::array> post_norm = std::nullopt;
+  float residual_scale = 1.f;  // h + mlp * residual_scale (MiniCPM)
 };
 struct DecoderLayerInputs {
   AttentionBlockInputs attn;

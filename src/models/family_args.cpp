@@ -1,5 +1,5 @@
 // Config and weight-layout pieces of the llama descriptor that only phi3 (mlx_lm/models/phi3.py)
-// has.
+// and minicpm (mlx_lm/models/minicpm.py) have.
 #include "models/family_args.h"
 
 #include <cmath>
@@ -36,6 +36,20 @@ void parse_phi3(const JsonView& c, LlamaArgs& a) {
   if (type == "su" || type == "longrope" || type == "linear") a.rope_scaling = rs;
 }
 
+void parse_minicpm(const JsonView& c, LlamaArgs& a) {
+  if (a.tie) {
+    c.fail("tie_word_embeddings", "true is not supported: mlx-lm's minicpm.py cannot load a tied checkpoint "
+                                  "(its sanitize adds lm_head.weight, which the tied model lacks)");
+  }
+  a.rope.base = c.number_or("rope_theta", 1000000.0);
+  a.embed_scale = c.req_number("scale_emb");
+  // scale_depth / num_hidden_layers ** 0.5, and hidden_size / dim_model_base, as Python computes them.
+  a.residual_scale = c.req_number("scale_depth") / std::pow(static_cast<double>(a.layers), 0.5);
+  const double base = c.req_number("dim_model_base");
+  if (!(base > 0)) c.fail("dim_model_base", "must be positive");
+  a.logit_divisor = a.hidden / base;
+}
+
 namespace {
 
 // Moves rows [start, start + n) of each of `from`'s tensors (weight, and scales/biases when
@@ -69,6 +83,12 @@ void split_fused_projections(WeightMap& w, const LlamaArgs& a) {
     take_rows(w, attn + ".qkv_proj", {{attn + ".q_proj", qd}, {attn + ".k_proj", kvd}, {attn + ".v_proj", kvd}});
     take_rows(w, mlp + ".gate_up_proj", {{mlp + ".gate_proj", a.intermediate}, {mlp + ".up_proj", a.intermediate}});
   }
+}
+
+void minicpm_default_head(WeightMap& w, const LlamaArgs& a) {
+  if (a.tie || w.has("lm_head.weight") || w.has("lm_head.scales")) return;
+  const std::string embed = "model.embed_tokens.weight";
+  if (w.has(embed)) w.add("lm_head.weight", w.peek(embed), w.file_of(embed));
 }
 
 }  // namespace mlxcpp

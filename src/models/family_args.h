@@ -1,5 +1,5 @@
-// The llama descriptor's config (LlamaArgs) and the parts of it that only phi3 reads: its
-// config fields and its fused projections, split at load.
+// The llama descriptor's config (LlamaArgs) and the parts of it that only phi3 and minicpm
+// read: their config fields, phi3's fused projections split at load, minicpm's untied head.
 #pragma once
 
 #include <optional>
@@ -19,6 +19,9 @@ struct LlamaArgs {
   bool qkv_bias = false, o_bias = false, mlp_bias = false, tie = true;
   bool qk_norm = false;    // qwen3
   bool fused_qkv = false;  // phi3: qkv_proj and gate_up_proj in the checkpoint
+  // minicpm: embeddings * embed_scale, residual branches * residual_scale, the untied head's
+  // input / logit_divisor (1: none).
+  double embed_scale = 1.0, residual_scale = 1.0, logit_divisor = 1.0;
   RopeParams rope;
   std::optional<JsonView> rope_scaling;
   std::vector<bool> sliding;   // per layer
@@ -31,9 +34,14 @@ struct LlamaArgs {
 // phi3.py: rope_theta, rope_traditional, partial_rotary_factor, max_position_embeddings,
 // original_max_position_embeddings, rope_scaling (su/longrope/linear; others dropped).
 void parse_phi3(const JsonView& c, LlamaArgs& a);
+// minicpm.py: scale_emb, scale_depth, dim_model_base, rope_theta (1e6), rope_scaling.
+void parse_minicpm(const JsonView& c, LlamaArgs& a);
 
 // phi3: each layer's qkv_proj rows -> q_proj, k_proj, v_proj and gate_up_proj -> gate_proj,
 // up_proj (weight, scales, biases alike: rows are independent), so the layers load as llama's.
 void split_fused_projections(WeightMap& w, const LlamaArgs& a);
+// minicpm.py's sanitize: a checkpoint without lm_head.weight uses the embedding's (always
+// untied: a tied minicpm is a ConfigError, as mlx-lm cannot load one).
+void minicpm_default_head(WeightMap& w, const LlamaArgs& a);
 
 }  // namespace mlxcpp

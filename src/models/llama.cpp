@@ -1,8 +1,8 @@
 // Dense llama family. Ports mlx_lm/models/llama.py (also mistral, which mlx-lm remaps to
 // llama), qwen2.py (q/k/v bias, head_dim = hidden/heads), qwen3.py (per-head q/k RMSNorm
 // before RoPE, head_dim required, no biases, no sliding layers), smollm3.py (NoPE layers),
-// and phi3.py (fused qkv_proj / gate_up_proj split at load, SuScaledRoPE, partial rotary;
-// see family_args.cpp).
+// phi3.py (fused qkv_proj / gate_up_proj split at load, SuScaledRoPE, partial rotary) and
+// minicpm.py (scaled embeddings, residuals and logits; see family_args.cpp).
 // Reads: hidden_size, num_hidden_layers, intermediate_size, num_attention_heads,
 // num_key_value_heads, head_dim, rms_norm_eps, vocab_size, rope_theta, rope_traditional,
 // rope_scaling, max_position_embeddings, attention_bias, mlp_bias, tie_word_embeddings,
@@ -32,9 +32,9 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
   a.model_type = c.req_string("model_type");
   const bool qwen2 = a.model_type == "qwen2";
   const bool qwen3 = a.model_type == "qwen3";
-  const bool phi3 = a.model_type == "phi3";
+  const bool phi3 = a.model_type == "phi3", minicpm = a.model_type == "minicpm";
   // Families whose mlx-lm file has no biases, no sliding layers and head_dim = hidden / heads.
-  const bool plain = phi3;
+  const bool plain = phi3 || minicpm;
   a.qk_norm = qwen3;
   a.hidden = c.req_int32("hidden_size");
   a.layers = c.req_int32("num_hidden_layers");
@@ -42,7 +42,7 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
   a.heads = c.req_int32("num_attention_heads");
   a.eps = static_cast<float>(c.req_number("rms_norm_eps"));
   a.vocab = c.req_int32("vocab_size");
-  if (qwen2 || qwen3) a.kv_heads = c.req_int32("num_key_value_heads");
+  if (qwen2 || qwen3 || minicpm) a.kv_heads = c.req_int32("num_key_value_heads");
   else a.kv_heads = c.int32_or("num_key_value_heads", a.heads);
   if (a.hidden <= 0 || a.layers <= 0 || a.heads <= 0 || a.vocab <= 0 || a.intermediate <= 0) {
     c.fail("hidden_size", "hidden_size, num_hidden_layers, num_attention_heads, intermediate_size and vocab_size must be positive");
@@ -55,7 +55,7 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
   a.qkv_bias = qwen2 ? true : (qwen3 || plain) ? false : c.bool_or("attention_bias", false);
   a.o_bias = (qwen2 || qwen3 || plain) ? false : a.qkv_bias;
   a.mlp_bias = (qwen2 || qwen3 || plain) ? false : c.bool_or("mlp_bias", false);
-  a.tie = c.bool_or("tie_word_embeddings", !plain);  // phi3.py: untied by default
+  a.tie = c.bool_or("tie_word_embeddings", !plain);  // phi3.py, minicpm.py: untied by default
   a.rope.dims = a.head_dim;
   a.rope.traditional = qwen3 ? false : c.bool_or("rope_traditional", false);
   a.rope.max_position_embeddings = c.opt_int("max_position_embeddings");
@@ -71,6 +71,8 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
     else c.fail("rope_theta", "missing from the model config");
   } else if (phi3) {
     parse_phi3(c, a);
+  } else if (minicpm) {
+    parse_minicpm(c, a);
   } else {
     a.rope.base = c.number_or("rope_theta", qwen2 ? 1000000.0 : 10000.0);
   }
@@ -178,20 +180,21 @@ class Block {
         in_norm_(RMSNorm::load(ctx, fmt::format("model.layers.{}.input_layernorm", i), a.hidden, a.eps)),
         post_norm_(RMSNorm::load(ctx, fmt::format("model.layers.{}.post_attention_layernorm", i), a.hidden, a.eps)),
         fast_(ctx.fast),
-        sliding_(a.sliding[i]) {}
+        sliding_(a.sliding[i]),
+        residual_scale_(static_cast<float>(a.residual_scale)) {}
 
   mx::array operator()(const mx::array& x, const AttentionMask& mask, KVCacheBase* cache) const {
     std::optional<mx::array> h;
-    if (fast_ && !sliding_) h = fused_attention_block(x, attn_.fused_layer(in_norm_), cache, fast_);
-    if (!h) h = mx::add(x, attn_(in_norm_(x), mask, cache));
-    return mlp_.residual(*h, post_norm_, fast_);
+    if (fast_ && !sliding_) h = fused_attention_block(x, attn_layer(), cache, fast_);
+    if (!h) h = mx::add(x, scaled(attn_(in_norm_(x), mask, cache)));
+    return mlp_.residual(*h, post_norm_, fast_, residual_scale_);
   }
 
   // The layer as fused_decoder_stack takes it (the fused blocks skip sliding-window layers,
   // whose rotating caches they don't cover).
   std::optional<FusedDecoderLayer> fused_layer() const {
     if (sliding_) return std::nullopt;
-    return FusedDecoderLayer{attn_.fused_layer(in_norm_), mlp_.fused_layer(post_norm_)};
+    return FusedDecoderLayer{attn_layer(), mlp_.fused_layer(post_norm_, residual_scale_)};
   }
 
   void collect(std::vector<mx::array>& out) const {
@@ -207,6 +210,17 @@ class Block {
   RMSNorm in_norm_, post_norm_;
   kernels::FastPath fast_;  // null in parity mode
   bool sliding_;
+  float residual_scale_;  // minicpm: x + r * (scale_depth / sqrt(layers)); 1 elsewhere
+
+  // r * residual_scale (a Python float: weakly typed, so r keeps its dtype); r itself at 1.
+  mx::array scaled(const mx::array& r) const {
+    return residual_scale_ == 1.0f ? r : mx::multiply(r, mx::array(residual_scale_, r.dtype()));
+  }
+  FusedAttentionLayer attn_layer() const {
+    auto f = attn_.fused_layer(in_norm_);
+    f.residual_scale = residual_scale_;
+    return f;
+  }
 };
 
 class LlamaModel final : public Model {
@@ -234,6 +248,7 @@ class LlamaModel final : public Model {
 
   mx::array operator()(const mx::array& ids, LayerCaches* caches) const override {
     auto h = embed_(ids);
+    if (args_.embed_scale != 1.0) h = mx::multiply(h, mx::array(args_.embed_scale, h.dtype()));  // minicpm
     if (auto stacked = fused_decoder_stack(h, blocks_, caches, fast_)) {  // fast mode: one primitive
       h = *stacked;
     } else {
@@ -247,7 +262,10 @@ class LlamaModel final : public Model {
       }
     }
     h = norm_(h);
-    return lm_head_ ? (*lm_head_)(h) : embed_.as_linear(h);
+    if (!lm_head_) return embed_.as_linear(h);
+    // minicpm's (untied) head divides by hidden_size / dim_model_base first.
+    if (args_.logit_divisor != 1.0) h = mx::divide(h, mx::array(args_.logit_divisor, h.dtype()));
+    return (*lm_head_)(h);
   }
 
   LayerCaches make_cache() const override {
@@ -286,6 +304,7 @@ class LlamaModel final : public Model {
 std::unique_ptr<Model> load_llama(const Checkpoint& ckpt, const LoadContext& ctx) {
   auto args = LlamaArgs::parse(ckpt.config());
   if (args.fused_qkv) split_fused_projections(ctx.weights, args);
+  if (args.model_type == "minicpm") minicpm_default_head(ctx.weights, args);
   return std::make_unique<LlamaModel>(std::move(args), ctx);
 }
 

@@ -22,6 +22,7 @@ const std::vector<FamilyRecord>& families() {
       {"qwen3", "llama", load_llama},
       {"smollm3", "llama", load_llama},
       {"phi3", "llama", load_llama},
+      {"minicpm", "llama", load_llama},
       {"gemma3_text", "gemma3", load_gemma3},
       {"gemma3", "gemma3", load_gemma3},
   };

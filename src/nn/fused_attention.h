@@ -28,6 +28,7 @@ struct FusedAttentionLayer {
   std::optional<int> window = std::nullopt;  // sliding-window layer (keys older than window masked)
   // Gemma 3: per-head q/k norms and the post-attention norm (effective weights, same eps).
   std::optional<mlx::core::array> q_norm = std::nullopt, k_norm = std::nullopt, post_norm = std::nullopt;
+  float residual_scale = 1.f;  // MiniCPM: x + attn * residual_scale
 };
 
 std::optional<mlx::core::array> fused_attention_block(const mlx::core::array& x, const FusedAttentionLayer& layer,
@@ -40,6 +41,7 @@ struct FusedMlpLayer {
   const Linear &gate, &up, &down;
   kernels::GluActivation act = kernels::GluActivation::kSilu;
   std::optional<mlx::core::array> post_norm = std::nullopt;
+  float residual_scale = 1.f;  // MiniCPM: h + mlp * residual_scale
 };
 
 struct FusedDecoderLayer {

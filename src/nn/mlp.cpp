@@ -34,14 +34,19 @@ void SwiGLUMLP::collect(std::vector<mx::array>& out) const {
 
 mx::array SwiGLUMLP::operator()(const mx::array& x) const { return down_(swiglu(gate_(x), up_(x))); }
 
-mx::array SwiGLUMLP::residual(const mx::array& h, const RMSNorm& norm, const kernels::FastPath& fast) const {
+mx::array SwiGLUMLP::residual(const mx::array& h, const RMSNorm& norm, const kernels::FastPath& fast,
+                              float residual_scale) const {
   if (fast) {
     auto g = gate_.block_view(), u = up_.block_view(), d = down_.block_view();
     if (g && u && d) {
-      if (auto out = kernels::mlp_block(h, norm.weight(), norm.eps(), *g, *u, *d, fast)) return *out;
+      if (auto out = kernels::mlp_block(h, norm.weight(), norm.eps(), *g, *u, *d, fast, kernels::GluActivation::kSilu,
+                                        std::nullopt, residual_scale)) {
+        return *out;
+      }
     }
   }
-  return mx::add(h, (*this)(norm(h)));
+  auto r = (*this)(norm(h));
+  return mx::add(h, residual_scale == 1.f ? r : mx::multiply(r, mx::array(residual_scale, r.dtype())));
 }
 
 }  // namespace mlxcpp

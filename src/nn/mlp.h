@@ -18,11 +18,13 @@ class SwiGLUMLP {
  public:
   static SwiGLUMLP load(const LoadContext& ctx, const std::string& path, int dims, int hidden, bool bias);
   mlx::core::array operator()(const mlx::core::array& x) const;
-  // h + mlp(norm(h)): one block primitive on the CPU fast path, else the stock composition.
-  mlx::core::array residual(const mlx::core::array& h, const RMSNorm& norm, const kernels::FastPath& fast) const;
-  // The block h + mlp(norm(h)) as fused_decoder_stack takes it.
-  FusedMlpLayer fused_layer(const RMSNorm& norm) const {
-    return {norm.weight(), norm.eps(), gate_, up_, down_, kernels::GluActivation::kSilu};
+  // h + mlp(norm(h)) [* residual_scale]: one block primitive on the CPU fast path, else the
+  // stock composition.
+  mlx::core::array residual(const mlx::core::array& h, const RMSNorm& norm, const kernels::FastPath& fast,
+                            float residual_scale = 1.f) const;
+  // The block h + mlp(norm(h)) [* residual_scale] as fused_decoder_stack takes it.
+  FusedMlpLayer fused_layer(const RMSNorm& norm, float residual_scale = 1.f) const {
+    return {norm.weight(), norm.eps(), gate_, up_, down_, kernels::GluActivation::kSilu, std::nullopt, residual_scale};
   }
   void collect(std::vector<mlx::core::array>& out) const;
 

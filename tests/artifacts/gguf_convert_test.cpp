@@ -3,6 +3,7 @@
 // Q/K permutation undone, bit for bit; the snapshot opens as a Checkpoint; bad inputs fail clearly.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 
 #include <mlx/io.h>
@@ -60,8 +61,16 @@ TEST_P(GgufConvert, TensorsEqualGgufPyDequantization) {
   EXPECT_EQ(config.at("num_key_value_heads"), 2);
   EXPECT_EQ(config.at("hidden_size"), 128);
   EXPECT_EQ(config.at("head_dim"), arch == "qwen3" ? 48 : 32);
-  EXPECT_EQ(config.at("tie_word_embeddings"), arch != "phi3");  // phi3-longrope-bf16 is untied
+  // phi3-longrope-bf16 is untied; minicpm never is (the embedding is written as lm_head too).
+  EXPECT_EQ(config.at("tie_word_embeddings"), arch != "phi3" && arch != "minicpm");
   EXPECT_EQ(config.at("vocab_size"), 512);
+  if (arch == "minicpm") {  // scales of minicpm-bf16 back from the GGUF's float32 keys
+    EXPECT_EQ(config.at("scale_emb"), 12.0);
+    EXPECT_EQ(config.at("dim_model_base"), 48);
+    // residual_scale = scale_depth / sqrt(3) survives the float32 round trip.
+    EXPECT_EQ(static_cast<float>(config.at("scale_depth").get<double>() / std::sqrt(3.0)),
+              static_cast<float>(1.4 / std::sqrt(3.0)));
+  }
   if (arch == "phi3") {  // rope factors from the rope_factors_* tensors, 24 of 32 dims rotated
     const json tiny = JsonView::parse_file(golden_dir() / "models" / "phi3-longrope-bf16" / "config.json");
     EXPECT_EQ(config.at("partial_rotary_factor"), 0.75);
@@ -103,7 +112,8 @@ TEST_P(GgufConvert, TensorsEqualGgufPyDequantization) {
   EXPECT_EQ(tok.at("added_tokens").at(0).at("content"), "<|endoftext|>");
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, GgufConvert, ::testing::Values("q8_0", "q4_0", "f16", "qwen3-q8_0", "phi3-q8_0"),
+INSTANTIATE_TEST_SUITE_P(Cases, GgufConvert,
+                         ::testing::Values("q8_0", "q4_0", "f16", "qwen3-q8_0", "phi3-q8_0", "minicpm-q4_0"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (auto& ch : s) if (ch == '-') ch = '_';

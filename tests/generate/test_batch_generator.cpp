@@ -95,7 +95,8 @@ INSTANTIATE_TEST_SUITE_P(Goldens, BatchParity,
                                            Scenario{"gemma3_rings", "gemma3-text-bf16"},
                                            Scenario{"llama_swa_rings", "llama-swa-bf16"},
                                            Scenario{"qwen3_join_leave", "qwen3-q4g64"},
-                                           Scenario{"phi3_longrope_join_leave", "phi3-longrope-q4g64"}),
+                                           Scenario{"phi3_longrope_join_leave", "phi3-longrope-q4g64"},
+                                           Scenario{"minicpm_join_leave", "minicpm-q4g64"}),
                          [](const auto& info) { return info.param.name; });
 
 // A greedy row of `prompt` with no cache.
@@ -182,9 +183,9 @@ TEST(BatchGenerator, RemovedRowCacheContinuesLikeTheRow) {
 // The fast path batches ragged caches by default: rows of very different lengths, one joining
 // in 16-token chunks while the others decode, one leaving early; each row's greedy tokens equal
 // its solo run's. The same with mlx-lm's left-padded caches on the fast path (ragged = 0).
-// Llama, Qwen3 (q/k norms in the blocks) and Phi-3 (partial longrope).
+// Llama, Qwen3 (q/k norms in the blocks), Phi-3 (partial longrope) and MiniCPM (scaled residuals).
 TEST(BatchGenerator, FastPathRowsEqualSoloRuns) {
-  for (const char* name : {"llama-q4g64", "qwen3-q4g64", "phi3-longrope-q4g64"}) {
+  for (const char* name : {"llama-q4g64", "qwen3-q4g64", "phi3-longrope-q4g64", "minicpm-q4g64"}) {
     SCOPED_TRACE(name);
     auto loaded = load_model(tiny_model_dir(name));
     ASSERT_TRUE(loaded.model->fast_path());

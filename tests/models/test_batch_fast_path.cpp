@@ -399,7 +399,7 @@ std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
 
 INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, BatchFastPath,
                          ::testing::Values("llama-q4g64", "qwen2-q8g32", "smollm3-q4g64", "gemma3-text-q4g64",
-                                           "phi3-longrope-q4g64"),
+                                           "phi3-longrope-q4g64", "minicpm-q4g64"),
                          param_name);
 
 }  // namespace

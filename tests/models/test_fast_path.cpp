@@ -154,6 +154,8 @@ const std::vector<std::string> kBlockModels = {
     "qwen3-q4g64", "qwen3-untied-q8g32",
     // Phi-3: fused qkv/gate_up split at load; longrope (input scale, long factors) on 24 of 32 dims.
     "phi3-q4g64", "phi3-longrope-q4g64",
+    // MiniCPM: scaled residual branches in the blocks (embedding and logit scales around them).
+    "minicpm-q4g64", "minicpm-longrope-q8g32",
     // Gemma 3: q/k norms, post-norms, GeGLU, sliding-window layers (window 8) in the blocks.
     "gemma3-text-q4g64"};
 // Checkpoints whose fast mode runs stock ops except the quantized matmuls (our kernels via nn::Linear).

@@ -276,3 +276,24 @@ TEST_F(LoadErrors, Phi3RopeScalingAndFusedWeights) {
   edit_weights([](Tensors& t) { t.erase("model.layers.1.self_attn.qkv_proj.weight"); });
   expect_contains(load_error<WeightError>(), {"tensor 'model.layers.1.self_attn.qkv_proj.weight'", "missing"});
 }
+
+TEST_F(LoadErrors, MiniCpmScalesAndHead) {
+  use("minicpm-bf16");
+  // minicpm.py's sanitize: no lm_head.weight -> the embedding's weight serves as the head.
+  auto logits = [&] {
+    auto m = load_model(model_, ModelOptions::parity_mode());
+    auto out = (*m.model)(mx::array({1, 5, 9, 300}, {1, 4}, mx::int32), nullptr);
+    mx::eval(out);
+    return out;
+  };
+  edit_weights([](Tensors& t) { t.insert_or_assign("lm_head.weight", t.at("model.embed_tokens.weight")); });
+  auto with_copy = logits();
+  edit_weights([](Tensors& t) { t.erase("lm_head.weight"); });
+  EXPECT_TRUE(mx::array_equal(logits(), with_copy).item<bool>());
+  edit_config([](json& c) { c.erase("scale_depth"); });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'scale_depth'"});
+  edit_config([](json& c) { c["scale_depth"] = 1.4; c["dim_model_base"] = 0; });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'dim_model_base'"});
+  edit_config([](json& c) { c["dim_model_base"] = 48; c["tie_word_embeddings"] = true; });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'tie_word_embeddings'"});
+}

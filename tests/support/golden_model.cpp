@@ -20,7 +20,8 @@ const std::vector<std::string>& tiny_model_names() {
       "llama-mxfp4", "llama-nvfp4", "llama-mxfp8", "mistral-yarn-bias-bf16", "llama-linear-untied-bf16",
       "llama-dynamic-bf16", "smollm3-q4g64",
       "gemma3-text-bf16", "gemma3-text-q4g64", "gemma3-nested-untied-bf16",
-      "phi3-bf16", "phi3-q4g64", "phi3-longrope-bf16", "phi3-longrope-q4g64"};
+      "phi3-bf16", "phi3-q4g64", "phi3-longrope-bf16", "phi3-longrope-q4g64",
+      "minicpm-bf16", "minicpm-q4g64", "minicpm-longrope-q8g32"};
   return kNames;
 }
 

@@ -46,6 +46,9 @@ SCENARIOS = [
     # Phi-3 longrope: split qkv/gate_up, partial rotary with long factors at per-row offsets.
     ("phi3_longrope_join_leave", "phi3-longrope-q4g64", (5, 2, 3), [
         (9, 0, 11, -1, 0), (17, 0, 6, 5, 0), (4, 2, 9, -1, 1.3), (12, 6, 7, -1, 0)]),
+    # MiniCPM: scaled embeddings, residuals and logits; rows join and leave.
+    ("minicpm_join_leave", "minicpm-q4g64", (6, 2, 4), [
+        (11, 0, 9, -1, 0), (5, 0, 8, 4, 0), (15, 3, 7, -1, 1.2), (7, 5, 10, -1, 0)]),
 ]
 MAX_STEPS = 80
 

@@ -2,7 +2,8 @@
 exact conversion must produce.
 
 Usage: .venv/bin/python tools/oracle/gguf_goldens.py GOLDEN_DIR
-Reads GOLDEN_DIR/models/llama-bf16, qwen3-bf16 and phi3-longrope-bf16 (tiny_models.py) and writes GOLDEN_DIR/gguf/:
+Reads GOLDEN_DIR/models/{llama-bf16, qwen3-bf16, phi3-longrope-bf16, minicpm-bf16} (tiny_models.py)
+and writes GOLDEN_DIR/gguf/:
   tiny-llama-<case>.gguf           the checkpoint as llama.cpp's convert_hf_to_gguf.py lays it out:
                                    llama.* metadata, Q/K rows `permute`d, a small gpt2 vocabulary
   tiny-llama-<case>.expected.safetensors
@@ -13,9 +14,12 @@ Reads GOLDEN_DIR/models/llama-bf16, qwen3-bf16 and phi3-longrope-bf16 (tiny_mode
                                    HF has them (Qwen3Model keeps rotate-half), q/k norms
   tiny-phi3-q8_0.gguf (+ .expected)  phi3-longrope-bf16: attn_qkv and ffn_up (gate + up) fused,
                                    24 rotary dims, rope_factors_long/short F32 tensors, untied
+  tiny-minicpm-q4_0.gguf (+ .expected)  minicpm-bf16 without its lm_head (MiniCPM-2B's GGUFs are
+                                   tied): embedding/residual/logit scales, Q/K permuted; the
+                                   snapshot's lm_head is the embedding (expected as such)
   cases.json                       case -> {gguf, expected, types, arch}
 Cases: q8_0 (every matrix Q8_0), q4_0 (matrices Q4_0, embedding Q8_0: per-path overrides),
-f16 (matrices F16), qwen3-q8_0, phi3-q8_0. Norms are F32 throughout.
+f16 (matrices F16), qwen3-q8_0, phi3-q8_0, minicpm-q4_0. Norms are F32 throughout.
 """
 
 import json
@@ -89,7 +93,8 @@ def vocab(size):
 def write_case(case, weights, cfg, out, arch="llama"):
     heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     head_dim = cfg.get("head_dim", cfg["hidden_size"] // heads)
-    permuted = arch == "llama"  # convert_hf_to_gguf permutes Q/K for llama only (not Qwen2/3)
+    # convert_hf_to_gguf permutes Q/K for llama and MiniCPM (not Qwen2/3, Phi-3's fused qkv)
+    permuted = arch in ("llama", "minicpm")
     path = out / f"tiny-{arch}-{case}.gguf"
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny-{arch}-{case}")
@@ -104,6 +109,12 @@ def write_case(case, weights, cfg, out, arch="llama"):
     w.add_vocab_size(cfg["vocab_size"])
     # Phi3MiniModel: int(partial_rotary_factor * hidden) // heads rotary dims.
     w.add_rope_dimension_count(int(cfg.get("partial_rotary_factor", 1.0) * cfg["hidden_size"]) // heads)
+    if arch == "minicpm":  # MiniCPMModel.set_gguf_parameters
+        w.add_embedding_scale(cfg["scale_emb"])
+        w.add_residual_scale(cfg["scale_depth"] / cfg["num_hidden_layers"] ** 0.5)
+        w.add_logit_scale(cfg["hidden_size"] / cfg["dim_model_base"])
+        # Tied as MiniCPM-2B's GGUF is: no output.weight (llama.cpp falls back to token_embd).
+        weights = {k: v for k, v in weights.items() if not k.startswith("lm_head.")}
     if arch == "phi3":
         w.add_rope_scaling_orig_ctx_len(cfg["original_max_position_embeddings"])
         rs = cfg["rope_scaling"]
@@ -144,6 +155,8 @@ def write_case(case, weights, cfg, out, arch="llama"):
         elif permuted and hf.endswith("k_proj.weight"):
             ref = unpermute(ref, kv_heads)
         expected[hf] = np.ascontiguousarray(ref)
+    if arch == "minicpm":  # the snapshot's lm_head is the embedding (minicpm.py's sanitize)
+        expected["lm_head.weight"] = expected["model.embed_tokens.weight"]
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -171,6 +184,8 @@ def main():
     cases["qwen3-q8_0"] = write_case("q8_0", weights, cfg, out, arch="qwen3")
     weights, cfg = load(golden, "phi3-longrope-bf16")
     cases["phi3-q8_0"] = write_case("q8_0", weights, cfg, out, arch="phi3")
+    weights, cfg = load(golden, "minicpm-bf16")
+    cases["minicpm-q4_0"] = write_case("q4_0", weights, cfg, out, arch="minicpm")
     (out / "cases.json").write_text(json.dumps(cases, indent=2) + "\n")
     print(f"gguf goldens: {', '.join(cases)} -> {out}")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
-from mlx_lm.models import gemma3, gemma3_text, llama, phi3, qwen2, qwen3, smollm3
+from mlx_lm.models import gemma3, gemma3_text, llama, minicpm, phi3, qwen2, qwen3, smollm3
 from mlx_lm.utils import quantize_model, save_config, save_model
 
 BASE = {
@@ -34,6 +34,28 @@ QWEN3_UNTIED = {**QWEN3, "tie_word_embeddings": False}
 # it out (partial_rotary_factor 0.75: 24 of 32 head dims rotated, 12 factors); max / original
 # = 32 > 1 so the sqrt(1 + log 32 / log 64) input scale applies (mlx-lm always uses long_factor).
 PHI3 = {**BASE, "model_type": "phi3", "rope_theta": 10000.0}
+# minicpm.py: untied (its tied head cannot load in mlx-lm), 3 layers so the residual scale
+# scale_depth / sqrt(3) is no round number, hidden / dim_model_base = 8/3 for the logits.
+MINICPM = {
+    **BASE,
+    "model_type": "minicpm",
+    "num_hidden_layers": 3,
+    "rope_theta": 10000.0,
+    "scale_emb": 12.0,
+    "scale_depth": 1.4,
+    "dim_model_base": 48,
+    "tie_word_embeddings": False,
+}
+# MiniCPM4's layout: rope_type longrope through initialize_rope (original length in rope_scaling).
+MINICPM_LONGROPE = {
+    **MINICPM,
+    "rope_scaling": {
+        "rope_type": "longrope",
+        "short_factor": [1.0 + 0.02 * i for i in range(16)],
+        "long_factor": [1.0 + 0.5 * i for i in range(16)],
+        "original_max_position_embeddings": 64,
+    },
+}
 PHI3_LONGROPE = {
     **PHI3,
     "partial_rotary_factor": 0.75,
@@ -131,6 +153,9 @@ SPECS = {
     "phi3-q4g64": (PHI3, (4, 64)),
     "phi3-longrope-bf16": (PHI3_LONGROPE, None),
     "phi3-longrope-q4g64": (PHI3_LONGROPE, (4, 64)),
+    "minicpm-bf16": (MINICPM, None),
+    "minicpm-q4g64": (MINICPM, (4, 64)),
+    "minicpm-longrope-q8g32": (MINICPM_LONGROPE, (8, 32)),
 }
 
 MODULES = {
@@ -139,6 +164,7 @@ MODULES = {
     "qwen2": qwen2,
     "qwen3": qwen3,
     "phi3": phi3,
+    "minicpm": minicpm,
     "smollm3": smollm3,
     "gemma3_text": gemma3_text,
     "gemma3": gemma3,
@@ -166,7 +192,7 @@ def build(name, config, quant, seed):
     model = mod.Model(mod.ModelArgs.from_dict(copy.deepcopy(config)))
     if config["model_type"].startswith("gemma3"):
         gemma_setup(model, tie="untied" not in name)
-    if config["model_type"] in ("qwen3", "phi3"):
+    if config["model_type"] in ("qwen3", "phi3", "minicpm"):
         perturb_norms(model)  # the q/k norms above all
     model.set_dtype(mx.bfloat16)
     mx.eval(model.parameters())
