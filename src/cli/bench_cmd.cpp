@@ -148,7 +148,10 @@ Action add_bench(CLI::App& app) {
   sub->add_flag("--json", a->json, "Print one JSON object instead of the text report");
   sub->add_flag("--bandwidth", a->bandwidth, "Also measure streaming-read bandwidth, with --threads threads (alone without --model)");
   sub->add_option("--bandwidth-mib", a->bandwidth_mib, "Buffer the bandwidth probe reads")->capture_default_str();
-  return [a] { return run(*a); };
+  return [a] {
+    resolve_model(a->m);
+    return run(*a);
+  };
 }
 
 }  // namespace mlxcpp::cli

@@ -142,7 +142,10 @@ Action add_chat(CLI::App& app) {
   sub->add_option("--prompt,-p", a->prompt, "One user message: answer it and exit");
   add_text_options(sub, a->text);
   add_sampling_options(sub, a->sampling);
-  return [a] { return run(*a); };
+  return [a] {
+    resolve_model(a->model);
+    return run(*a);
+  };
 }
 
 }  // namespace mlxcpp::cli

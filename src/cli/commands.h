@@ -16,5 +16,6 @@ Action add_chat(CLI::App& app);
 Action add_tokenize(CLI::App& app);
 Action add_bench(CLI::App& app);
 Action add_serve(CLI::App& app);
+Action add_ls(CLI::App& app);
 
 }  // namespace mlxcpp::cli

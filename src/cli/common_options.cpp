@@ -5,11 +5,13 @@
 #include <fmt/format.h>
 
 #include "kernels/cpu_features.h"
+#include "models/catalog.h"
 
 namespace mlxcpp::cli {
 
 void add_model_options(CLI::App* sub, ModelArgs& a) {
-  sub->add_option("--model", a.model, "MLX snapshot folder (config.json + safetensors)")->required();
+  sub->add_option("--model", a.model, "MLX snapshot folder (config.json + safetensors), or a name `mlxcpp ls` shows")
+      ->required();
   sub->add_flag("--parity", a.parity, "Stock MLX kernels with float32 activations (bit-identical to mlx-lm)");
   sub->add_option("--isa", a.isa, "CPU kernels' vector ISA: auto, avx512, avx2, scalar")->capture_default_str();
   sub->add_option("--threads", a.threads, "CPU kernel threads (0 = physical cores)")->capture_default_str();
@@ -45,6 +47,10 @@ void add_text_options(CLI::App* sub, TextArgs& a) {
   sub->add_option("--stop", a.stops, "Stop before this text (repeatable; not printed)");
   sub->add_option("--chat-template-kwargs,--chat-template-config", a.template_kwargs,
                   "JSON object of extra chat-template variables, e.g. '{\"enable_thinking\": false}'");
+}
+
+void resolve_model(ModelArgs& a) {
+  if (!a.model.empty()) a.model = resolve_model_dir(a.model).string();
 }
 
 LoadedModel load_model(const ModelArgs& a) {

@@ -51,6 +51,8 @@ void add_sampling_options(CLI::App* sub, SamplingArgs& a);
 // --stop (repeatable), --chat-template-kwargs (alias --chat-template-config, mlx-lm's name).
 void add_text_options(CLI::App* sub, TextArgs& a);
 
+// --model as a folder: given as one, or a name `mlxcpp ls` shows (Error otherwise, naming it).
+void resolve_model(ModelArgs& a);
 LoadedModel load_model(const ModelArgs& a);
 // Sampling, processors and options from the flags; prompt and eos ids are the caller's.
 GenerationRequest make_request(const SamplingArgs& a);

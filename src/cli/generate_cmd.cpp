@@ -106,6 +106,7 @@ Action add_generate(CLI::App& app) {
   add_text_options(sub, a->text);
   add_sampling_options(sub, a->sampling);
   return [a] {
+    resolve_model(a->model);
     if (a->prompt) return run_text(*a);
     if (!a->prompt_ids) throw ConfigError("generate: give --prompt TEXT or --prompt-ids IDS");
     return run_ids(*a);

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   add(mlxcpp::cli::add_tokenize);
   add(mlxcpp::cli::add_bench);
   add(mlxcpp::cli::add_serve);
+  add(mlxcpp::cli::add_ls);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -146,7 +146,13 @@ Action add_serve(CLI::App& app) {
   sub->add_option("--log-level", a->log_level, "trace, debug, info, warn, error")->capture_default_str();
   sub->add_flag("--log-prompts", a->serve.engine.log_prompts, "Log each prompt's text (with --log-level debug)");
   auto t0 = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
-  return [a, t0] { return run(*a, *t0); };
+  return [a, t0] {
+    const std::string given = a->model.model;
+    resolve_model(a->model);
+    // A name from `mlxcpp ls` is the model's id (a cache snapshot's folder is a commit hash).
+    if (a->served.id.empty() && a->model.model != given) a->served.id = given;
+    return run(*a, *t0);
+  };
 }
 
 }  // namespace mlxcpp::cli

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "core/errors.h"
+#include "models/catalog.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mlxcpp::cli {
@@ -29,7 +30,7 @@ std::string format_ids(const std::vector<int32_t>& ids, bool json) {
 }
 
 int run(const TokenizeArgs& a) {
-  auto tok = Tokenizer::load(a.model);
+  auto tok = Tokenizer::load(resolve_model_dir(a.model, /*require_config=*/false).string());
   if (a.text) {
     std::cout << format_ids(tok.encode(*a.text, a.add_special), a.json) << "\n";
     return 0;
@@ -49,7 +50,7 @@ int run(const TokenizeArgs& a) {
 Action add_tokenize(CLI::App& app) {
   auto a = std::make_shared<TokenizeArgs>();
   auto* sub = app.add_subcommand("tokenize", "Print the token ids of a text");
-  sub->add_option("--model", a->model, "Folder with tokenizer.json (+ tokenizer_config.json)")->required();
+  sub->add_option("--model", a->model, "Folder with tokenizer.json (+ tokenizer_config.json), or a name `mlxcpp ls` shows")->required();
   auto* text = sub->add_option("--text", a->text, "The text to encode");
   auto* file = sub->add_option("--file", a->file, "Encode each line of this file (one JSON array per line)");
   text->excludes(file);

@@ -1,5 +1,6 @@
 #include "models/registry.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include <fmt/format.h>
@@ -34,6 +35,31 @@ const FamilyRecord* find_family(const std::string& model_type) {
     if (f.model_type == model_type) return &f;
   }
   return nullptr;
+}
+
+std::vector<FamilySummary> family_summaries() {
+  // What each family file runs beyond plain causal text generation (every family: parity mode
+  // bit-identical to mlx-lm, the fused CPU fast path, batching; tools and thinking come from the
+  // chat template, not the family).
+  static const std::vector<std::pair<std::string, std::string>> kCapabilities = {
+      {"llama", "text; sliding-window layers (mistral/qwen2 configs), NoPE layers (smollm3), q/k norms (qwen3), "
+                "fused qkv/gate_up and longrope (phi3), scaled embeddings/residuals/logits (minicpm); GGUF import"},
+      {"gemma3", "text; sliding-window and global layers, q/k norms, sandwich norms; GGUF import"},
+  };
+  std::vector<FamilySummary> out;
+  for (const auto& r : families()) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const FamilySummary& f) { return f.family == r.family; });
+    if (it == out.end()) {
+      std::string caps = "text";
+      for (const auto& [fam, c] : kCapabilities) {
+        if (fam == r.family) caps = c;
+      }
+      out.push_back({r.family, {}, caps});
+      it = out.end() - 1;
+    }
+    it->model_types.push_back(r.model_type);
+  }
+  return out;
 }
 
 LoadedModel load_model(const std::filesystem::path& dir, const ModelOptions& opts) {

@@ -21,6 +21,15 @@ struct FamilyRecord {
 const std::vector<FamilyRecord>& families();
 const FamilyRecord* find_family(const std::string& model_type);
 
+// One line per family file for `mlxcpp ls --families`: its name, the model_types it accepts
+// (from families()) and what it runs.
+struct FamilySummary {
+  std::string family;
+  std::vector<std::string> model_types;
+  std::string capabilities;
+};
+std::vector<FamilySummary> family_summaries();
+
 // Family entry points (one per family file).
 std::unique_ptr<Model> load_llama(const Checkpoint& ckpt, const LoadContext& ctx);
 std::unique_ptr<Model> load_gemma3(const Checkpoint& ckpt, const LoadContext& ctx);
