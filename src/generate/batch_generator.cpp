@@ -253,7 +253,9 @@ std::pair<std::vector<int>, std::vector<mx::array>> BatchGenerator::step(GenBatc
   const bool all_greedy = std::all_of(g.rows.begin(), g.rows.end(), [](const RowState& r) { return !r.sampler; });
   mx::array sampled = mx::array(0);
   if (all_greedy) {
-    sampled = greedy_sampler(logprobs);
+    // mx::argmax's values from our vectorized kernel on the fast path.
+    auto fast_pick = kernels::argmax_last(logprobs, model_.fast_path());
+    sampled = fast_pick ? *fast_pick : greedy_sampler(logprobs);
   } else {
     std::vector<mx::array> picks;
     for (int e = 0; e < B; ++e) {

@@ -53,6 +53,23 @@ void log_softmax_rows(const KernelContext& ctx, const float* x, int rows, long n
   }
 }
 
+void argmax_rows(const KernelContext& ctx, const float* x, int rows, long n, uint32_t* out) {
+  const VecOps& v = vec_ops(ctx.isa());
+  auto one = [&](int r) {
+    const float* xr = x + static_cast<long>(r) * n;
+    const float m = v.max_value(xr, n);
+    long i = 0;
+    if (m == m) {
+      while (xr[i] != m) ++i;  // the first value equal to the maximum (-0 == +0)
+    } else {
+      while (xr[i] == xr[i]) ++i;  // the first NaN
+    }
+    out[r] = static_cast<uint32_t>(i);
+  };
+  if (rows == 1) one(0);
+  else ctx.pool().parallel_for(rows, one);
+}
+
 void rope_rows(const RopeSpec& rope, float* x, int rows, int heads, int head_dim, int pos0) {
   const int half = rope.dims / 2;
   std::vector<float> cs(half), sn(half);

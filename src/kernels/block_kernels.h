@@ -19,6 +19,9 @@ void rms_norm_rows(const VecOps& v, const float* x, const float* w, float eps, i
 // out[r] = x[r] - logsumexp(x[r]) for `rows` rows of n (x - max, exp summed in double, log): the
 // log-probabilities mlx-lm takes over the vocabulary; long rows split over the context's pool.
 void log_softmax_rows(const KernelContext& ctx, const float* x, int rows, long n, float* out);
+// MLX's argmax over each row of n values: the first maximum, or the first NaN if any (MLX
+// 0.32's CPU loop); rows on the pool.
+void argmax_rows(const KernelContext& ctx, const float* x, int rows, long n, uint32_t* out);
 // The gated activation of an MLP block (VecOps::silu_mul / gelu_mul).
 enum class GluActivation { kSilu, kGeluApprox };
 

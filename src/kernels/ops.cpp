@@ -129,6 +129,14 @@ std::optional<mx::array> log_softmax(const mx::array& logits, const FastPath& fa
                    std::make_shared<LogSoftmaxPrimitive>(mx::default_stream(mx::Device::cpu), fast), {logits});
 }
 
+std::optional<mx::array> argmax_last(const mx::array& x, const FastPath& fast) {
+  if (!use_fast(fast) || x.dtype() != mx::float32 || x.ndim() < 1 || x.size() == 0) return std::nullopt;
+  auto shape = x.shape();
+  shape.pop_back();
+  return mx::array(std::move(shape), mx::uint32, std::make_shared<ArgmaxPrimitive>(mx::default_stream(mx::Device::cpu), fast),
+                   {x});
+}
+
 std::optional<std::pair<mx::array, mx::array>> kernel_scales(const mx::array& scales, const mx::array& biases,
                                                              const KernelContext& ctx) {
   if (scales.dtype() != biases.dtype()) return std::nullopt;

@@ -45,6 +45,8 @@ std::optional<mlx::core::array> rms_norm(const mlx::core::array& x, const mlx::c
 // logits - logsumexp(logits, -1, keepdims=True) (log-probabilities) in one primitive for float32
 // logits; nullopt where the fast path does not apply (the caller composes mlx-lm's stock ops).
 std::optional<mlx::core::array> log_softmax(const mlx::core::array& logits, const FastPath& fast);
+// mx::argmax(x, -1) (uint32, the last axis dropped) through ArgmaxPrimitive: float32, n > 0.
+std::optional<mlx::core::array> argmax_last(const mlx::core::array& x, const FastPath& fast);
 
 // The rows of an affine-quantized table at `ids`, dequantized to float32 (a quantized embedding
 // lookup: [ids..., d]) in one primitive; nullopt where the fast path does not apply.

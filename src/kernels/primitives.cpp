@@ -92,6 +92,26 @@ bool LogSoftmaxPrimitive::is_equivalent(const mx::Primitive& other) const {
   return o && o->ctx_ == ctx_;
 }
 
+void ArgmaxPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
+  auto& enc = begin_unary(stream(), inputs, out);
+  enc.dispatch([out = mx::array::unsafe_weak_copy(out), x = mx::array::unsafe_weak_copy(inputs[0]),
+                ctx = ctx_]() mutable {
+    KernelContext::Timer timer(*ctx);
+    std::vector<float> xs;
+    const long n = x.shape(-1);
+    argmax_rows(*ctx, contiguous_f32(x, xs), static_cast<int>(x.size() / n), n, out.data<uint32_t>());
+  });
+}
+
+void ArgmaxPrimitive::eval_gpu(const std::vector<mx::array>&, mx::array&) {
+  throw Error("[MlxcppArgmax] CPU-only primitive built for a GPU stream");
+}
+
+bool ArgmaxPrimitive::is_equivalent(const mx::Primitive& other) const {
+  const auto* o = dynamic_cast<const ArgmaxPrimitive*>(&other);
+  return o && o->ctx_ == ctx_;
+}
+
 namespace {
 
 // Element i (row-major order) of `ids`, whatever its strides, as a row of a table of `rows`.

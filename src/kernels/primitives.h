@@ -64,6 +64,25 @@ class LogSoftmaxPrimitive : public mlx::core::UnaryPrimitive {
   std::shared_ptr<const KernelContext> ctx_;
 };
 
+// inputs: x float32 [..., n]; output: uint32 [...], argmax over the last axis exactly as MLX's CPU
+// argmax (argmax_rows: NaNs propagate), vectorized (MLX's loop is scalar: ~3.7 ms of a 16-row Gemma 3 decode step).
+class ArgmaxPrimitive : public mlx::core::UnaryPrimitive {
+ public:
+  ArgmaxPrimitive(mlx::core::Stream s, std::shared_ptr<const KernelContext> ctx) : UnaryPrimitive(s), ctx_(std::move(ctx)) {}
+  void eval_cpu(const std::vector<mlx::core::array>& inputs, mlx::core::array& out) override;
+  void eval_gpu(const std::vector<mlx::core::array>& inputs, mlx::core::array& out) override;
+  const char* name() const override { return "MlxcppArgmax"; }
+  bool is_equivalent(const mlx::core::Primitive& other) const override;
+  std::vector<mlx::core::Shape> output_shapes(const std::vector<mlx::core::array>& inputs) override {
+    auto s = inputs[0].shape();
+    s.pop_back();
+    return {s};
+  }
+
+ private:
+  std::shared_ptr<const KernelContext> ctx_;
+};
+
 // inputs: ids (integer, any shape), w [rows, d*bits/32] uint32, scales, biases [rows, d/g]
 // (float32 or both of one 16-bit type, row-contiguous); output: [ids..., d] float32, the rows of
 // dequantize(w, scales, biases) at ids: a quantized embedding lookup (stock MLX: three gathers

@@ -2,6 +2,8 @@
 // the activations and attention built on it.
 #include <immintrin.h>
 
+#include <limits>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -361,13 +363,38 @@ void gelu_mul256(const float* g, const float* u, float* y, long n) {
         [](float x) { return 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x))); });
 }
 
+// vmaxps(a, b) = a > b ? a : b keeps the running maxima free of NaNs; an unordered compare
+// notes any NaN on the side.
+float max_value256(const float* x, long n) {
+  long i = 0;
+  float m = x[0];
+  if (n >= 32) {
+    __m256 m0 = _mm256_set1_ps(x[0]), m1 = m0, m2 = m0, m3 = m0, nan = _mm256_setzero_ps();
+    for (; i + 32 <= n; i += 32) {
+      const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+      const __m256 c = _mm256_loadu_ps(x + i + 16), d = _mm256_loadu_ps(x + i + 24);
+      m0 = _mm256_max_ps(a, m0), m1 = _mm256_max_ps(b, m1), m2 = _mm256_max_ps(c, m2), m3 = _mm256_max_ps(d, m3);
+      nan = _mm256_or_ps(nan, _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q), _mm256_cmp_ps(c, d, _CMP_UNORD_Q)));
+    }
+    if (_mm256_movemask_ps(nan) != 0) return std::numeric_limits<float>::quiet_NaN();
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
+    for (float v : lanes) m = v > m ? v : m;
+  }
+  for (; i < n; ++i) {
+    if (x[i] != x[i]) return x[i];
+    m = x[i] > m ? x[i] : m;
+  }
+  return m;
+}
+
 }  // namespace
 
 const VecOps& vec_ops_avx2() {
   static const VecOps ops{axpy256<float>,         sumsq256,                  attend_group256<float>,
                           attend_tile256<float>,  sum_exp256,                silu_mul256,
                           gelu_mul256,            attend_group256<uint16_t>, attend_tile256<uint16_t>,
-                          to_half256,             to_half_exact256};
+                          to_half256,             to_half_exact256,          max_value256};
   return ops;
 }
 

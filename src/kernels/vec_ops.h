@@ -40,6 +40,9 @@ struct VecOps {
   void (*to_half)(const float* x, uint16_t* y, long n);
   // to_half, and whether every y[i] converts back to exactly x[i] (a NaN never does).
   bool (*to_half_exact)(const float* x, uint16_t* y, long n);
+  // The largest of n > 0 values (+0 and -0 alike), NaN if any is NaN.
+  float (*max_value)(const float* x, long n);
+
 };
 
 const VecOps& vec_ops(Isa isa);

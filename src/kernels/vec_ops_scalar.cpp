@@ -96,6 +96,15 @@ void gelu_mul(const float* g, const float* u, float* y, long n) {
   }
 }
 
+float max_value(const float* x, long n) {
+  float m = x[0];
+  for (long i = 0; i < n; ++i) {
+    if (x[i] != x[i]) return x[i];
+    m = x[i] > m ? x[i] : m;
+  }
+  return m;
+}
+
 }  // namespace
 
 const VecOps& vec_ops_scalar() {
@@ -109,7 +118,8 @@ const VecOps& vec_ops_scalar() {
                           attend_group<uint16_t>,
                           attend_tile<uint16_t>,
                           to_half,
-                          to_half_exact};
+                          to_half_exact,
+                          max_value};
   return ops;
 }
 

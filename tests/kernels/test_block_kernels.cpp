@@ -11,21 +11,17 @@
 
 #include "kernels/block_kernels.h"
 #include "kernels/kernel_context.h"
+#include "isas.h"
 #include "test_support.h"
 
 namespace mx = mlx::core;
 using namespace mlxcpp::kernels;
+using mlxcpp::test::isas;
 using mlxcpp::test::max_abs_diff;
 using mlxcpp::test::randn;
 
 namespace {
 
-std::vector<Isa> isas() {
-  std::vector<Isa> out;
-  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512})
-    if (isa_supported(i)) out.push_back(i);
-  return out;
-}
 
 mx::array from(const std::vector<float>& v, mx::Shape shape) { return mx::array(v.data(), std::move(shape), mx::float32); }
 

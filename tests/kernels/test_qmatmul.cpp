@@ -10,11 +10,13 @@
 #include "kernels/kernel_context.h"
 #include "kernels/ops.h"
 #include "kernels/qmatmul.h"
+#include "isas.h"
 #include "test_support.h"
 
 namespace mx = mlx::core;
 using namespace mlxcpp;
 using namespace mlxcpp::kernels;
+using mlxcpp::test::isas;
 
 namespace {
 
@@ -51,12 +53,6 @@ Rows8Copy rows8_copy(const QMatrixView& mlx) {
   return c;
 }
 
-std::vector<Isa> isas() {
-  std::vector<Isa> out;
-  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512})
-    if (isa_supported(i)) out.push_back(i);
-  return out;
-}
 
 using Param = std::tuple<int, int>;  // bits, group
 

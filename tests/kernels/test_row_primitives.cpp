@@ -10,10 +10,12 @@
 
 #include "kernels/kernel_context.h"
 #include "kernels/ops.h"
+#include "isas.h"
 #include "test_support.h"
 
 namespace mx = mlx::core;
 using namespace mlxcpp::kernels;
+using mlxcpp::test::isas;
 using mlxcpp::test::max_abs_diff;
 using mlxcpp::test::randn;
 
@@ -69,6 +71,40 @@ TEST(LogSoftmaxPrimitive, MatchesStockLogSumExpOverTheVocabulary) {
   }
   EXPECT_FALSE(log_softmax(randn({1, 8}, 1), nullptr));                              // parity mode
   EXPECT_FALSE(log_softmax(mx::astype(randn({1, 8}, 1), mx::bfloat16), fast));        // not float32
+}
+
+// Greedy picks: the same index as mx::argmax on every ISA, with ties (the first wins), -inf,
+// +0/-0 maxima, NaNs (the first NaN wins, as in MLX 0.32) and rows shorter than a vector.
+TEST(ArgmaxPrimitive, EqualsMlxArgmaxWithTiesInfinitiesZerosAndNans) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<mx::array> cases;
+  for (auto shape : {mx::Shape{1, 262144}, mx::Shape{3, 49157}, mx::Shape{2, 3, 33}, mx::Shape{4, 7}}) {
+    // Coarse values: many ties for the maximum.
+    cases.push_back(mx::round(mx::multiply(randn(shape, shape.back()), mx::array(2.f))));
+  }
+  cases.push_back(mx::array({-inf, -inf, -inf}, {1, 3}));
+  cases.push_back(mx::array({-1.f, -0.f, 0.f, -2.f}, {1, 4}));
+  cases.push_back(mx::array({-1.f, 0.f, -0.f, -2.f}, {1, 4}));
+  cases.push_back(mx::array({1.f, nan, 3.f, nan, 3.f, 2.f}, {1, 6}));
+  cases.push_back(mx::array({nan, 1.f, 5.f, 2.f}, {1, 4}));
+  std::vector<float> long_row(100, 1.f);
+  long_row[0] = nan, long_row[40] = 7.f, long_row[77] = nan, long_row[90] = 7.f;
+  cases.push_back(mx::array(long_row.data(), {1, 100}, mx::float32));
+  long_row[0] = 0.f;
+  cases.push_back(mx::array(long_row.data(), {1, 100}, mx::float32));
+  for (Isa isa : isas()) {
+    auto fast = std::make_shared<const KernelContext>(KernelOptions{.isa = isa, .threads = 2});
+    for (const auto& x : cases) {
+      auto got = argmax_last(x, fast);
+      ASSERT_TRUE(got);
+      EXPECT_STREQ(got->primitive().name(), "MlxcppArgmax");
+      auto ref = mx::argmax(x, -1);
+      mx::eval({*got, ref});
+      ASSERT_EQ(got->shape(), ref.shape());
+      EXPECT_TRUE(mx::array_equal(*got, ref).item<bool>()) << isa_name(isa) << " shape " << x.shape().back();
+    }
+  }
+  EXPECT_FALSE(argmax_last(randn({1, 8}, 1), nullptr));  // parity mode: stock argmax
 }
 
 using Param = std::tuple<int, int>;  // bits, group
