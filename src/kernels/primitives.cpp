@@ -72,15 +72,25 @@ bool RmsNormPrimitive::is_equivalent(const mx::Primitive& other) const {
   return o && o->eps_ == eps_ && o->ctx_ == ctx_;
 }
 
-void LogSoftmaxPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
-  auto& enc = begin_unary(stream(), inputs, out);
-  enc.dispatch([out = mx::array::unsafe_weak_copy(out), x = mx::array::unsafe_weak_copy(inputs[0]),
-                ctx = ctx_]() mutable {
+namespace {
+
+// A row-wise kernel over x's last axis (rows of n floats) on the CPU stream: fn(ctx, x, rows, n, out).
+template <class T, class Fn>
+void eval_rows(mx::Stream stream, const std::vector<mx::array>& inputs, mx::array& out,
+               const std::shared_ptr<const KernelContext>& ctx, Fn fn) {
+  auto& enc = begin_unary(stream, inputs, out);
+  enc.dispatch([out = mx::array::unsafe_weak_copy(out), x = mx::array::unsafe_weak_copy(inputs[0]), ctx, fn]() mutable {
     KernelContext::Timer timer(*ctx);
     std::vector<float> xs;
     const long n = x.shape(-1);
-    log_softmax_rows(*ctx, contiguous_f32(x, xs), static_cast<int>(x.size() / n), n, out.data<float>());
+    fn(*ctx, contiguous_f32(x, xs), static_cast<int>(x.size() / n), n, out.data<T>());
   });
+}
+
+}  // namespace
+
+void LogSoftmaxPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
+  eval_rows<float>(stream(), inputs, out, ctx_, log_softmax_rows);
 }
 
 void LogSoftmaxPrimitive::eval_gpu(const std::vector<mx::array>&, mx::array&) {
@@ -93,14 +103,7 @@ bool LogSoftmaxPrimitive::is_equivalent(const mx::Primitive& other) const {
 }
 
 void ArgmaxPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
-  auto& enc = begin_unary(stream(), inputs, out);
-  enc.dispatch([out = mx::array::unsafe_weak_copy(out), x = mx::array::unsafe_weak_copy(inputs[0]),
-                ctx = ctx_]() mutable {
-    KernelContext::Timer timer(*ctx);
-    std::vector<float> xs;
-    const long n = x.shape(-1);
-    argmax_rows(*ctx, contiguous_f32(x, xs), static_cast<int>(x.size() / n), n, out.data<uint32_t>());
-  });
+  eval_rows<uint32_t>(stream(), inputs, out, ctx_, argmax_rows);
 }
 
 void ArgmaxPrimitive::eval_gpu(const std::vector<mx::array>&, mx::array&) {
