@@ -1,4 +1,4 @@
-// GGUF -> HF for the llama, qwen3, phi3, minicpm and gemma3 families. Sources: llama.cpp
+// GGUF -> HF for the llama, qwen3, phi3, minicpm, olmo2, granite and gemma3 families. Sources: llama.cpp
 // convert_hf_to_gguf.py (LlamaModel.permute for Q/K; Qwen3Model, a Qwen2Model, keeps HF's
 // rotate-half Q/K rows; Phi3MiniModel keeps qkv_proj and gate_up_proj fused and writes
 // longrope's factors as rope_factors_long/short tensors; Gemma3Model adds 1 to every
@@ -243,6 +243,60 @@ class Qwen3Arch : public GgufArch {
   GgufTensorFix fix(const GgufFile&, const std::string&) const override { return {}; }
 };
 
+// Olmo2Model (convert_hf_to_gguf.py): HF's rotate-half Q/K rows kept (llama.cpp ropes olmo2 NeoX
+// style), q/k norms over the whole projection, post-attention / post-feedforward norms only.
+class Olmo2Arch : public GgufArch {
+ public:
+  json config(const GgufFile& g) const override {
+    Keys k{g, "olmo2"};
+    json c = family_config(g, k, "Olmo2ForCausalLM", "olmo2", 10000.0);
+    c["hidden_act"] = "silu";
+    c["attention_bias"] = false;
+    c["mlp_bias"] = false;
+    if (auto rs = rope_scaling(g, k)) c["rope_scaling"] = *rs;
+    return c;
+  }
+  std::optional<std::string> hf_name(const GgufFile& g, const std::string& name) const override {
+    static const auto kBlock = block_names({{"attn_q_norm", "self_attn.q_norm"},
+                                            {"attn_k_norm", "self_attn.k_norm"},
+                                            {"attn_post_norm", "post_attention_layernorm"},
+                                            {"ffn_post_norm", "post_feedforward_layernorm"}});
+    return map_name(g, name, kBlock);
+  }
+  GgufTensorFix fix(const GgufFile&, const std::string&) const override { return {}; }
+};
+
+// GraniteModel (a LlamaModel: Q/K permuted): embedding_scale, attention.scale, residual_scale
+// and logit_scale are granite.py's embedding/attention/residual multipliers and logits_scaling.
+class GraniteArch : public GgufArch {
+ public:
+  json config(const GgufFile& g) const override {
+    Keys k{g, "granite"};
+    json c = family_config(g, k, "GraniteForCausalLM", "granite", 10000.0);
+    c["hidden_act"] = "silu";
+    c["attention_bias"] = g.find_tensor("blk.0.attn_q.bias") != nullptr;
+    c["mlp_bias"] = g.find_tensor("blk.0.ffn_up.bias") != nullptr;
+    if (auto rs = rope_scaling(g, k)) c["rope_scaling"] = *rs;
+    auto req = [&](const char* key) {
+      auto v = g.opt_number(k.k(key));
+      if (!v || !(*v > 0)) g.fail_key(k.k(key), "missing or not a positive number");
+      return *v;
+    };
+    c["embedding_multiplier"] = req("embedding_scale");
+    c["attention_multiplier"] = req("attention.scale");
+    c["residual_multiplier"] = req("residual_scale");
+    c["logits_scaling"] = req("logit_scale");
+    return c;
+  }
+  std::optional<std::string> hf_name(const GgufFile& g, const std::string& name) const override {
+    static const auto kBlock = block_names({{"ffn_norm", "post_attention_layernorm"}});
+    return map_name(g, name, kBlock);
+  }
+  GgufTensorFix fix(const GgufFile& g, const std::string& hf) const override {
+    return permuted_qk(Keys{g, "granite"}, hf);
+  }
+};
+
 // A float32 vector tensor (phi3's rope factors) as a JSON list.
 json float_list(const GgufFile& g, const GgufTensorInfo& t) {
   if (t.type != GgmlType::F32 || t.ne.size() != 1) {
@@ -325,7 +379,7 @@ class Gemma3Arch : public GgufArch {
 
 }  // namespace
 
-std::vector<std::string> supported_gguf_architectures() { return {"gemma3", "llama", "minicpm", "phi3", "qwen3"}; }
+std::vector<std::string> supported_gguf_architectures() { return {"gemma3", "granite", "llama", "minicpm", "olmo2", "phi3", "qwen3"}; }
 
 const GgufArch& gguf_arch_for(const GgufFile& g) {
   static const LlamaArch kLlama;
@@ -333,12 +387,16 @@ const GgufArch& gguf_arch_for(const GgufFile& g) {
   static const Qwen3Arch kQwen3;
   static const Phi3Arch kPhi3;
   static const MiniCpmArch kMiniCpm;
+  static const Olmo2Arch kOlmo2;
+  static const GraniteArch kGranite;
   const std::string arch = g.req_string("general.architecture");
   if (arch == "llama") return kLlama;
   if (arch == "gemma3") return kGemma3;
   if (arch == "qwen3") return kQwen3;
   if (arch == "phi3") return kPhi3;
   if (arch == "minicpm") return kMiniCpm;
+  if (arch == "olmo2") return kOlmo2;
+  if (arch == "granite") return kGranite;
   g.fail_key("general.architecture", fmt::format("unsupported architecture '{}' (supported: {})", arch,
                                                  fmt::join(supported_gguf_architectures(), ", ")));
 }

@@ -50,6 +50,15 @@ void parse_minicpm(const JsonView& c, LlamaArgs& a) {
   a.logit_divisor = a.hidden / base;
 }
 
+void parse_granite(const JsonView& c, LlamaArgs& a) {
+  a.rope.base = c.req_number("rope_theta");
+  a.embed_scale = c.req_number("embedding_multiplier");
+  a.attn_scale = c.req_number("attention_multiplier");
+  a.residual_scale = c.req_number("residual_multiplier");
+  a.logits_scaling = c.req_number("logits_scaling");
+  if (a.logits_scaling == 0) c.fail("logits_scaling", "must be nonzero");
+}
+
 namespace {
 
 // Moves rows [start, start + n) of each of `from`'s tensors (weight, and scales/biases when

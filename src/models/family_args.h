@@ -18,10 +18,16 @@ struct LlamaArgs {
   float eps = 1e-6f;
   bool qkv_bias = false, o_bias = false, mlp_bias = false, tie = true;
   bool qk_norm = false;    // qwen3
+  bool qk_norm_full = false;  // olmo2: q/k RMSNorm over the whole projection (before the head reshape)
+  bool sandwich = false;      // olmo2: no input norm; post_attention/post_feedforward norms on the branches
   bool fused_qkv = false;  // phi3: qkv_proj and gate_up_proj in the checkpoint
   // minicpm: embeddings * embed_scale, residual branches * residual_scale, the untied head's
   // input / logit_divisor (1: none).
   double embed_scale = 1.0, residual_scale = 1.0, logit_divisor = 1.0;
+  // granite: the attention scale (attention_multiplier) and the logits / logits_scaling (after
+  // the head; minicpm divides the head's input instead).
+  std::optional<double> attn_scale;
+  double logits_scaling = 1.0;
   RopeParams rope;
   std::optional<JsonView> rope_scaling;
   std::vector<bool> sliding;   // per layer
@@ -36,6 +42,8 @@ struct LlamaArgs {
 void parse_phi3(const JsonView& c, LlamaArgs& a);
 // minicpm.py: scale_emb, scale_depth, dim_model_base, rope_theta (1e6), rope_scaling.
 void parse_minicpm(const JsonView& c, LlamaArgs& a);
+// granite.py: embedding_multiplier, attention_multiplier, residual_multiplier, logits_scaling.
+void parse_granite(const JsonView& c, LlamaArgs& a);
 
 // phi3: each layer's qkv_proj rows -> q_proj, k_proj, v_proj and gate_up_proj -> gate_proj,
 // up_proj (weight, scales, biases alike: rows are independent), so the layers load as llama's.

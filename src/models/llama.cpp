@@ -2,7 +2,10 @@
 // llama), qwen2.py (q/k/v bias, head_dim = hidden/heads), qwen3.py (per-head q/k RMSNorm
 // before RoPE, head_dim required, no biases, no sliding layers), smollm3.py (NoPE layers),
 // phi3.py (fused qkv_proj / gate_up_proj split at load, SuScaledRoPE, partial rotary) and
-// minicpm.py (scaled embeddings, residuals and logits; see family_args.cpp).
+// minicpm.py (scaled embeddings, residuals and logits; see family_args.cpp), olmo2.py (q/k
+// RMSNorm over the whole projection, no input norms: the branches' outputs normed before the
+// residual add) and granite.py (multiplied embeddings/residuals, attention_multiplier as the
+// scale, logits / logits_scaling).
 // Reads: hidden_size, num_hidden_layers, intermediate_size, num_attention_heads,
 // num_key_value_heads, head_dim, rms_norm_eps, vocab_size, rope_theta, rope_traditional,
 // rope_scaling, max_position_embeddings, attention_bias, mlp_bias, tie_word_embeddings,
@@ -33,16 +36,18 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
   const bool qwen2 = a.model_type == "qwen2";
   const bool qwen3 = a.model_type == "qwen3";
   const bool phi3 = a.model_type == "phi3", minicpm = a.model_type == "minicpm";
+  const bool olmo2 = a.model_type == "olmo2", granite = a.model_type == "granite";
   // Families whose mlx-lm file has no biases, no sliding layers and head_dim = hidden / heads.
   const bool plain = phi3 || minicpm;
   a.qk_norm = qwen3;
+  a.qk_norm_full = a.sandwich = olmo2;
   a.hidden = c.req_int32("hidden_size");
   a.layers = c.req_int32("num_hidden_layers");
   a.intermediate = c.req_int32("intermediate_size");
   a.heads = c.req_int32("num_attention_heads");
   a.eps = static_cast<float>(c.req_number("rms_norm_eps"));
   a.vocab = c.req_int32("vocab_size");
-  if (qwen2 || qwen3 || minicpm) a.kv_heads = c.req_int32("num_key_value_heads");
+  if (qwen2 || qwen3 || minicpm || granite) a.kv_heads = c.req_int32("num_key_value_heads");
   else a.kv_heads = c.int32_or("num_key_value_heads", a.heads);
   if (a.hidden <= 0 || a.layers <= 0 || a.heads <= 0 || a.vocab <= 0 || a.intermediate <= 0) {
     c.fail("hidden_size", "hidden_size, num_hidden_layers, num_attention_heads, intermediate_size and vocab_size must be positive");
@@ -50,14 +55,14 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
   if (a.kv_heads <= 0 || a.heads % a.kv_heads != 0) {
     c.fail("num_key_value_heads", fmt::format("{} must divide num_attention_heads ({})", a.kv_heads, a.heads));
   }
-  a.head_dim = (qwen2 || plain) ? a.hidden / a.heads : qwen3 ? c.req_int32("head_dim") : c.int32_or("head_dim", a.hidden / a.heads);
+  a.head_dim = (qwen2 || plain || granite) ? a.hidden / a.heads : qwen3 ? c.req_int32("head_dim") : c.int32_or("head_dim", a.hidden / a.heads);
   if (a.head_dim <= 0) c.fail("head_dim", "must be positive");
   a.qkv_bias = qwen2 ? true : (qwen3 || plain) ? false : c.bool_or("attention_bias", false);
   a.o_bias = (qwen2 || qwen3 || plain) ? false : a.qkv_bias;
   a.mlp_bias = (qwen2 || qwen3 || plain) ? false : c.bool_or("mlp_bias", false);
   a.tie = c.bool_or("tie_word_embeddings", !plain);  // phi3.py, minicpm.py: untied by default
   a.rope.dims = a.head_dim;
-  a.rope.traditional = qwen3 ? false : c.bool_or("rope_traditional", false);
+  a.rope.traditional = (qwen3 || granite) ? false : c.bool_or("rope_traditional", false);
   a.rope.max_position_embeddings = c.opt_int("max_position_embeddings");
   if (qwen2 && !a.rope.max_position_embeddings) a.rope.max_position_embeddings = 32768;
   a.rope_scaling = c.get("rope_scaling");
@@ -73,6 +78,8 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
     parse_phi3(c, a);
   } else if (minicpm) {
     parse_minicpm(c, a);
+  } else if (granite) {
+    parse_granite(c, a);
   } else {
     a.rope.base = c.number_or("rope_theta", qwen2 ? 1000000.0 : 10000.0);
   }
@@ -80,7 +87,8 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
   a.sliding.assign(a.layers, false);
   a.use_rope.assign(a.layers, true);
   // qwen3.py ignores layer_types / sliding_window (every layer attends fully).
-  if (!qwen2 && !qwen3 && !plain && c.has("layer_types")) {
+  const bool full_only = qwen2 || qwen3 || plain || olmo2 || granite;  // no sliding layers in their mlx-lm files
+  if (!full_only && c.has("layer_types")) {
     const auto& lt = c.node()["layer_types"];
     if (!lt.is_array() || lt.size() != static_cast<size_t>(a.layers)) {
       c.fail("layer_types", fmt::format("expected a list of {} layer types", a.layers));
@@ -93,7 +101,7 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
       a.sliding[i] = t == "sliding_attention";
     }
   }
-  if (!qwen2 && !qwen3 && !plain) {
+  if (!full_only) {
     if (auto w = c.opt_int("sliding_window")) a.sliding_window = static_cast<int>(*w);
   }
   if (a.model_type == "smollm3") {
@@ -122,17 +130,19 @@ class Attention {
         heads_(a.heads),
         kv_heads_(a.kv_heads),
         head_dim_(a.head_dim),
-        scale_(static_cast<float>(std::pow(static_cast<double>(a.head_dim), -0.5))) {
+        scale_(static_cast<float>(a.attn_scale ? *a.attn_scale : std::pow(static_cast<double>(a.head_dim), -0.5))),
+        full_qk_norm_(a.qk_norm_full) {
     if (use_rope) rope_ = Rope::create(a.rope, a.rope_scaling);
-    if (a.qk_norm) {
-      q_norm_ = RMSNorm::load(ctx, p + ".q_norm", a.head_dim, a.eps);
-      k_norm_ = RMSNorm::load(ctx, p + ".k_norm", a.head_dim, a.eps);
+    if (a.qk_norm || a.qk_norm_full) {
+      q_norm_ = RMSNorm::load(ctx, p + ".q_norm", a.qk_norm_full ? a.heads * a.head_dim : a.head_dim, a.eps);
+      k_norm_ = RMSNorm::load(ctx, p + ".k_norm", a.qk_norm_full ? a.kv_heads * a.head_dim : a.head_dim, a.eps);
     }
   }
 
   mx::array operator()(const mx::array& x, const AttentionMask& mask, KVCacheBase* cache) const {
     const int B = x.shape(0), L = x.shape(1);
     auto heads = [&](const mx::array& t, int n, const std::optional<RMSNorm>& norm = std::nullopt) {
+      if (full_qk_norm_ && norm) return mx::transpose(mx::reshape((*norm)(t), {B, L, n, -1}), {0, 2, 1, 3});  // olmo2
       auto r = mx::reshape(t, {B, L, n, -1});
       return mx::transpose(norm ? (*norm)(r) : r, {0, 2, 1, 3});  // qwen3: the norm before the transpose
     };
@@ -170,6 +180,7 @@ class Attention {
   std::optional<Rope> rope_;
   int heads_, kv_heads_, head_dim_;
   float scale_;
+  bool full_qk_norm_;  // olmo2: q_norm_/k_norm_ span every head (the fused blocks norm per head)
 };
 
 class Block {
@@ -177,13 +188,18 @@ class Block {
   Block(const LlamaArgs& a, const LoadContext& ctx, int i)
       : attn_(a, ctx, fmt::format("model.layers.{}.self_attn", i), a.use_rope[i]),
         mlp_(SwiGLUMLP::load(ctx, fmt::format("model.layers.{}.mlp", i), a.hidden, a.intermediate, a.mlp_bias)),
-        in_norm_(RMSNorm::load(ctx, fmt::format("model.layers.{}.input_layernorm", i), a.hidden, a.eps)),
-        post_norm_(RMSNorm::load(ctx, fmt::format("model.layers.{}.post_attention_layernorm", i), a.hidden, a.eps)),
+        in_norm_(RMSNorm::load(ctx, fmt::format("model.layers.{}.{}", i, a.sandwich ? "post_attention_layernorm" : "input_layernorm"), a.hidden, a.eps)),
+        post_norm_(RMSNorm::load(ctx, fmt::format("model.layers.{}.{}", i, a.sandwich ? "post_feedforward_layernorm" : "post_attention_layernorm"), a.hidden, a.eps)),
         fast_(ctx.fast),
         sliding_(a.sliding[i]),
+        sandwich_(a.sandwich),
         residual_scale_(static_cast<float>(a.residual_scale)) {}
 
   mx::array operator()(const mx::array& x, const AttentionMask& mask, KVCacheBase* cache) const {
+    if (sandwich_) {  // olmo2: in_norm_ / post_norm_ hold post_attention / post_feedforward_layernorm
+      auto h = mx::add(x, in_norm_(attn_(x, mask, cache)));
+      return mx::add(h, post_norm_(mlp_(h)));
+    }
     std::optional<mx::array> h;
     if (fast_ && !sliding_) h = fused_attention_block(x, attn_layer(), cache, fast_);
     if (!h) h = mx::add(x, scaled(attn_(in_norm_(x), mask, cache)));
@@ -193,7 +209,7 @@ class Block {
   // The layer as fused_decoder_stack takes it (the fused blocks skip sliding-window layers,
   // whose rotating caches they don't cover).
   std::optional<FusedDecoderLayer> fused_layer() const {
-    if (sliding_) return std::nullopt;
+    if (sliding_ || sandwich_) return std::nullopt;
     return FusedDecoderLayer{attn_layer(), mlp_.fused_layer(post_norm_, residual_scale_)};
   }
 
@@ -210,6 +226,7 @@ class Block {
   RMSNorm in_norm_, post_norm_;
   kernels::FastPath fast_;  // null in parity mode
   bool sliding_;
+  bool sandwich_;  // olmo2 (the fused blocks are pre-norm: it runs stock ops around our matmuls)
   float residual_scale_;  // minicpm: x + r * (scale_depth / sqrt(layers)); 1 elsewhere
 
   // r * residual_scale (a Python float: weakly typed, so r keeps its dtype); r itself at 1.
@@ -248,7 +265,7 @@ class LlamaModel final : public Model {
 
   mx::array operator()(const mx::array& ids, LayerCaches* caches) const override {
     auto h = embed_(ids);
-    if (args_.embed_scale != 1.0) h = mx::multiply(h, mx::array(args_.embed_scale, h.dtype()));  // minicpm
+    if (args_.embed_scale != 1.0) h = mx::multiply(h, mx::array(args_.embed_scale, h.dtype()));  // minicpm, granite
     if (auto stacked = fused_decoder_stack(h, blocks_, caches, fast_)) {  // fast mode: one primitive
       h = *stacked;
     } else {
@@ -262,10 +279,11 @@ class LlamaModel final : public Model {
       }
     }
     h = norm_(h);
-    if (!lm_head_) return embed_.as_linear(h);
     // minicpm's (untied) head divides by hidden_size / dim_model_base first.
-    if (args_.logit_divisor != 1.0) h = mx::divide(h, mx::array(args_.logit_divisor, h.dtype()));
-    return (*lm_head_)(h);
+    if (lm_head_ && args_.logit_divisor != 1.0) h = mx::divide(h, mx::array(args_.logit_divisor, h.dtype()));
+    auto logits = lm_head_ ? (*lm_head_)(h) : embed_.as_linear(h);
+    if (args_.logits_scaling == 1.0) return logits;
+    return mx::divide(logits, mx::array(args_.logits_scaling, logits.dtype()));  // granite
   }
 
   LayerCaches make_cache() const override {

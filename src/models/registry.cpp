@@ -24,6 +24,8 @@ const std::vector<FamilyRecord>& families() {
       {"smollm3", "llama", load_llama},
       {"phi3", "llama", load_llama},
       {"minicpm", "llama", load_llama},
+      {"olmo2", "llama", load_llama},
+      {"granite", "llama", load_llama},
       {"gemma3_text", "gemma3", load_gemma3},
       {"gemma3", "gemma3", load_gemma3},
   };

@@ -61,8 +61,8 @@ TEST_P(GgufConvert, TensorsEqualGgufPyDequantization) {
   EXPECT_EQ(config.at("num_key_value_heads"), 2);
   EXPECT_EQ(config.at("hidden_size"), 128);
   EXPECT_EQ(config.at("head_dim"), arch == "qwen3" ? 48 : 32);
-  // phi3-longrope-bf16 is untied; minicpm never is (the embedding is written as lm_head too).
-  EXPECT_EQ(config.at("tie_word_embeddings"), arch != "phi3" && arch != "minicpm");
+  // phi3-longrope-bf16 and olmo2-bf16 are untied; minicpm never is (the embedding is written as lm_head too).
+  EXPECT_EQ(config.at("tie_word_embeddings"), arch != "phi3" && arch != "minicpm" && arch != "olmo2");
   EXPECT_EQ(config.at("vocab_size"), 512);
   if (arch == "minicpm") {  // scales of minicpm-bf16 back from the GGUF's float32 keys
     EXPECT_EQ(config.at("scale_emb"), 12.0);
@@ -70,6 +70,12 @@ TEST_P(GgufConvert, TensorsEqualGgufPyDequantization) {
     // residual_scale = scale_depth / sqrt(3) survives the float32 round trip.
     EXPECT_EQ(static_cast<float>(config.at("scale_depth").get<double>() / std::sqrt(3.0)),
               static_cast<float>(1.4 / std::sqrt(3.0)));
+  }
+  if (arch == "granite") {  // granite-bf16's multipliers back from the GGUF's float32 keys
+    EXPECT_EQ(config.at("embedding_multiplier"), 12.0);
+    EXPECT_EQ(config.at("attention_multiplier"), 0.0625);
+    EXPECT_EQ(static_cast<float>(config.at("residual_multiplier").get<double>()), 0.22f);
+    EXPECT_EQ(config.at("logits_scaling"), 3.0);
   }
   if (arch == "phi3") {  // rope factors from the rope_factors_* tensors, 24 of 32 dims rotated
     const json tiny = JsonView::parse_file(golden_dir() / "models" / "phi3-longrope-bf16" / "config.json");
@@ -113,7 +119,8 @@ TEST_P(GgufConvert, TensorsEqualGgufPyDequantization) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GgufConvert,
-                         ::testing::Values("q8_0", "q4_0", "f16", "qwen3-q8_0", "phi3-q8_0", "minicpm-q4_0"),
+                         ::testing::Values("q8_0", "q4_0", "f16", "qwen3-q8_0", "phi3-q8_0", "minicpm-q4_0",
+                                           "olmo2-q8_0", "granite-q8_0"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (auto& ch : s) if (ch == '-') ch = '_';

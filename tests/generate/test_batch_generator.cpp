@@ -96,7 +96,9 @@ INSTANTIATE_TEST_SUITE_P(Goldens, BatchParity,
                                            Scenario{"llama_swa_rings", "llama-swa-bf16"},
                                            Scenario{"qwen3_join_leave", "qwen3-q4g64"},
                                            Scenario{"phi3_longrope_join_leave", "phi3-longrope-q4g64"},
-                                           Scenario{"minicpm_join_leave", "minicpm-q4g64"}),
+                                           Scenario{"minicpm_join_leave", "minicpm-q4g64"},
+                                           Scenario{"olmo2_join_leave", "olmo2-q4g64"},
+                                           Scenario{"granite_join_leave", "granite-q4g64"}),
                          [](const auto& info) { return info.param.name; });
 
 // A greedy row of `prompt` with no cache.
@@ -183,9 +185,10 @@ TEST(BatchGenerator, RemovedRowCacheContinuesLikeTheRow) {
 // The fast path batches ragged caches by default: rows of very different lengths, one joining
 // in 16-token chunks while the others decode, one leaving early; each row's greedy tokens equal
 // its solo run's. The same with mlx-lm's left-padded caches on the fast path (ragged = 0).
-// Llama, Qwen3 (q/k norms in the blocks), Phi-3 (partial longrope) and MiniCPM (scaled residuals).
+// Llama, Qwen3 (q/k norms in the blocks), Phi-3 (partial longrope), MiniCPM (scaled residuals)
+// and Granite (attention_multiplier).
 TEST(BatchGenerator, FastPathRowsEqualSoloRuns) {
-  for (const char* name : {"llama-q4g64", "qwen3-q4g64", "phi3-longrope-q4g64", "minicpm-q4g64"}) {
+  for (const char* name : {"llama-q4g64", "qwen3-q4g64", "phi3-longrope-q4g64", "minicpm-q4g64", "granite-q4g64"}) {
     SCOPED_TRACE(name);
     auto loaded = load_model(tiny_model_dir(name));
     ASSERT_TRUE(loaded.model->fast_path());

@@ -156,10 +156,13 @@ const std::vector<std::string> kBlockModels = {
     "phi3-q4g64", "phi3-longrope-q4g64",
     // MiniCPM: scaled residual branches in the blocks (embedding and logit scales around them).
     "minicpm-q4g64", "minicpm-longrope-q8g32",
+    // Granite: attention_multiplier as the blocks' scale, scaled residuals (embedding/logit scales around).
+    "granite-q4g64",
     // Gemma 3: q/k norms, post-norms, GeGLU, sliding-window layers (window 8) in the blocks.
     "gemma3-text-q4g64"};
 // Checkpoints whose fast mode runs stock ops except the quantized matmuls (our kernels via nn::Linear).
-const std::vector<std::string> kStockOpModels = {};
+// OLMo 2: no input norms (the blocks are pre-norm) and q/k norms over every head at once.
+const std::vector<std::string> kStockOpModels = {"olmo2-q4g64"};
 
 std::vector<std::string> all_fast_models() {
   auto v = kBlockModels;

@@ -297,3 +297,24 @@ TEST_F(LoadErrors, MiniCpmScalesAndHead) {
   edit_config([](json& c) { c["dim_model_base"] = 48; c["tie_word_embeddings"] = true; });
   expect_contains(load_error<ConfigError>(), {config().string(), "field 'tie_word_embeddings'"});
 }
+
+TEST_F(LoadErrors, Olmo2NormsAndGraniteMultipliers) {
+  use("olmo2-bf16");
+  // olmo2.py's q_norm spans every head (heads * head_dim = 128), not one head.
+  edit_weights([](Tensors& t) { t.insert_or_assign("model.layers.0.self_attn.q_norm.weight", mx::ones({32}, mx::bfloat16)); });
+  expect_contains(load_error<WeightError>(), {"model.layers.0.self_attn.q_norm.weight"});
+  edit_weights([](Tensors& t) {
+    t.insert_or_assign("model.layers.0.self_attn.q_norm.weight", mx::ones({128}, mx::bfloat16));
+    t.erase("model.layers.1.post_feedforward_layernorm.weight");
+  });
+  expect_contains(load_error<WeightError>(), {"tensor 'model.layers.1.post_feedforward_layernorm.weight'", "missing"});
+  use("granite-bf16");
+  for (std::string field : {"logits_scaling", "attention_multiplier", "embedding_multiplier", "residual_multiplier"}) {
+    json value;
+    edit_config([&](json& c) { value = c[field]; c.erase(field); });
+    expect_contains(load_error<ConfigError>(), {config().string(), "field '" + field + "'"});
+    edit_config([&](json& c) { c[field] = value; });
+  }
+  edit_config([](json& c) { c["logits_scaling"] = 0; });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'logits_scaling'"});
+}

@@ -49,6 +49,12 @@ SCENARIOS = [
     # MiniCPM: scaled embeddings, residuals and logits; rows join and leave.
     ("minicpm_join_leave", "minicpm-q4g64", (6, 2, 4), [
         (11, 0, 9, -1, 0), (5, 0, 8, 4, 0), (15, 3, 7, -1, 1.2), (7, 5, 10, -1, 0)]),
+    # OLMo 2: whole-projection q/k norms, post-branch norms; rows join and leave.
+    ("olmo2_join_leave", "olmo2-q4g64", (7, 2, 5), [
+        (10, 0, 9, -1, 0), (6, 0, 7, 3, 0), (14, 2, 8, -1, 1.1), (8, 4, 9, -1, 0)]),
+    # Granite: multiplied embeddings/residuals, attention_multiplier, logits / logits_scaling.
+    ("granite_join_leave", "granite-q4g64", (8, 2, 3), [
+        (9, 0, 10, -1, 0), (13, 0, 6, 4, 0), (5, 3, 9, -1, 1.3), (11, 5, 8, -1, 0)]),
 ]
 MAX_STEPS = 80
 

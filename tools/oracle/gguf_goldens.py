@@ -19,7 +19,9 @@ and writes GOLDEN_DIR/gguf/:
                                    snapshot's lm_head is the embedding (expected as such)
   cases.json                       case -> {gguf, expected, types, arch}
 Cases: q8_0 (every matrix Q8_0), q4_0 (matrices Q4_0, embedding Q8_0: per-path overrides),
-f16 (matrices F16), qwen3-q8_0, phi3-q8_0, minicpm-q4_0. Norms are F32 throughout.
+f16 (matrices F16), qwen3-q8_0, phi3-q8_0, minicpm-q4_0, olmo2-q8_0 (olmo2-bf16: post-norms,
+whole-projection q/k norms, Q/K unpermuted), granite-q8_0 (granite-bf16: the four multipliers,
+Q/K permuted, tied). Norms are F32 throughout.
 """
 
 import json
@@ -46,12 +48,16 @@ BLOCK = {
 }
 
 
-def gguf_name(hf):
+# Olmo2Model: the branches' post-norms (no input norms).
+OLMO2_BLOCK = {**BLOCK, "post_attention_layernorm": "attn_post_norm", "post_feedforward_layernorm": "ffn_post_norm"}
+
+
+def gguf_name(hf, arch="llama"):
     if hf in NAMES:
         return NAMES[hf]
     _, _, layer, rest = hf.split(".", 3)
     part, suffix = rest.rsplit(".", 1)
-    return f"blk.{layer}.{BLOCK[part]}.{suffix}"
+    return f"blk.{layer}.{(OLMO2_BLOCK if arch == 'olmo2' else BLOCK)[part]}.{suffix}"
 
 
 def permute(w, n_head):  # convert_hf_to_gguf.py LlamaModel.permute
@@ -94,7 +100,7 @@ def write_case(case, weights, cfg, out, arch="llama"):
     heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     head_dim = cfg.get("head_dim", cfg["hidden_size"] // heads)
     # convert_hf_to_gguf permutes Q/K for llama and MiniCPM (not Qwen2/3, Phi-3's fused qkv)
-    permuted = arch in ("llama", "minicpm")
+    permuted = arch in ("llama", "minicpm", "granite")  # GraniteModel is a LlamaModel; Olmo2Model keeps HF's rows
     path = out / f"tiny-{arch}-{case}.gguf"
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny-{arch}-{case}")
@@ -115,6 +121,11 @@ def write_case(case, weights, cfg, out, arch="llama"):
         w.add_logit_scale(cfg["hidden_size"] / cfg["dim_model_base"])
         # Tied as MiniCPM-2B's GGUF is: no output.weight (llama.cpp falls back to token_embd).
         weights = {k: v for k, v in weights.items() if not k.startswith("lm_head.")}
+    if arch == "granite":  # GraniteModel.set_gguf_parameters
+        w.add_embedding_scale(cfg["embedding_multiplier"])
+        w.add_attention_scale(cfg["attention_multiplier"])
+        w.add_residual_scale(cfg["residual_multiplier"])
+        w.add_logit_scale(cfg["logits_scaling"])
     if arch == "phi3":
         w.add_rope_scaling_orig_ctx_len(cfg["original_max_position_embeddings"])
         rs = cfg["rope_scaling"]
@@ -148,7 +159,7 @@ def write_case(case, weights, cfg, out, arch="llama"):
             qtype = T.Q8_0
         used.add(qtype.name)
         stored = gguf.quants.quantize(data, qtype)
-        w.add_tensor(gguf_name(hf), stored, raw_dtype=qtype)
+        w.add_tensor(gguf_name(hf, arch), stored, raw_dtype=qtype)
         ref = gguf.quants.dequantize(stored, qtype).astype(np.float32)
         if permuted and hf.endswith("q_proj.weight"):
             ref = unpermute(ref, heads)
@@ -186,6 +197,10 @@ def main():
     cases["phi3-q8_0"] = write_case("q8_0", weights, cfg, out, arch="phi3")
     weights, cfg = load(golden, "minicpm-bf16")
     cases["minicpm-q4_0"] = write_case("q4_0", weights, cfg, out, arch="minicpm")
+    weights, cfg = load(golden, "olmo2-bf16")
+    cases["olmo2-q8_0"] = write_case("q8_0", weights, cfg, out, arch="olmo2")
+    weights, cfg = load(golden, "granite-bf16")
+    cases["granite-q8_0"] = write_case("q8_0", weights, cfg, out, arch="granite")
     (out / "cases.json").write_text(json.dumps(cases, indent=2) + "\n")
     print(f"gguf goldens: {', '.join(cases)} -> {out}")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
-from mlx_lm.models import gemma3, gemma3_text, llama, minicpm, phi3, qwen2, qwen3, smollm3
+from mlx_lm.models import gemma3, gemma3_text, granite, llama, minicpm, olmo2, phi3, qwen2, qwen3, smollm3
 from mlx_lm.utils import quantize_model, save_config, save_model
 
 BASE = {
@@ -55,6 +55,23 @@ MINICPM_LONGROPE = {
         "long_factor": [1.0 + 0.5 * i for i in range(16)],
         "original_max_position_embeddings": 64,
     },
+}
+# olmo2.py: q/k norms over the whole projection, post-attention/post-feedforward norms on the
+# branches (no input norms); untied as OLMo-2's checkpoints.
+OLMO2 = {**BASE, "model_type": "olmo2", "rope_theta": 500000.0, "tie_word_embeddings": False}
+# granite.py: scaled embeddings and residuals, attention_multiplier as the attention scale
+# (not head_dim ** -0.5), logits / logits_scaling; tied as Granite 3's small checkpoints.
+GRANITE = {
+    **BASE,
+    "model_type": "granite",
+    "rope_theta": 10000.0,
+    "attention_bias": False,
+    "mlp_bias": False,
+    "embedding_multiplier": 12.0,
+    "attention_multiplier": 0.0625,
+    "residual_multiplier": 0.22,
+    "logits_scaling": 3.0,
+    "tie_word_embeddings": True,
 }
 PHI3_LONGROPE = {
     **PHI3,
@@ -156,6 +173,10 @@ SPECS = {
     "minicpm-bf16": (MINICPM, None),
     "minicpm-q4g64": (MINICPM, (4, 64)),
     "minicpm-longrope-q8g32": (MINICPM_LONGROPE, (8, 32)),
+    "olmo2-bf16": (OLMO2, None),
+    "olmo2-q4g64": (OLMO2, (4, 64)),
+    "granite-bf16": (GRANITE, None),
+    "granite-q4g64": (GRANITE, (4, 64)),
 }
 
 MODULES = {
@@ -165,6 +186,8 @@ MODULES = {
     "qwen3": qwen3,
     "phi3": phi3,
     "minicpm": minicpm,
+    "olmo2": olmo2,
+    "granite": granite,
     "smollm3": smollm3,
     "gemma3_text": gemma3_text,
     "gemma3": gemma3,
@@ -192,7 +215,7 @@ def build(name, config, quant, seed):
     model = mod.Model(mod.ModelArgs.from_dict(copy.deepcopy(config)))
     if config["model_type"].startswith("gemma3"):
         gemma_setup(model, tie="untied" not in name)
-    if config["model_type"] in ("qwen3", "phi3", "minicpm"):
+    if config["model_type"] in ("qwen3", "phi3", "minicpm", "olmo2", "granite"):
         perturb_norms(model)  # the q/k norms above all
     model.set_dtype(mx.bfloat16)
     mx.eval(model.parameters())
