@@ -59,6 +59,32 @@ void parse_granite(const JsonView& c, LlamaArgs& a) {
   if (a.logits_scaling == 0) c.fail("logits_scaling", "must be nonzero");
 }
 
+void parse_ministral3(const JsonView& c, LlamaArgs& a) {
+  auto rp = c.get("rope_parameters");
+  if (!rp || !rp->node().is_object()) c.fail("rope_parameters", "missing (ministral3 reads rope_theta and llama_4_scaling_beta from it)");
+  a.rope.base = rp->req_number("rope_theta");
+  a.rope.traditional = false;
+  a.rope_scaling = rp;  // initialize_rope(..., rope_parameters, ...)
+  a.llama4_beta = rp->req_number("llama_4_scaling_beta");
+  a.llama4_original_max = rp->req_int32("original_max_position_embeddings");
+  if (a.llama4_original_max <= 0) rp->fail("original_max_position_embeddings", "must be positive");
+}
+
+void mistral3_text_weights(WeightMap& w) {
+  for (const auto& name : w.names()) {
+    if (name.find("vision_tower") != std::string::npos || name.find("multi_modal_projector") != std::string::npos) {
+      w.drop(name);
+      continue;
+    }
+    std::string to;
+    if (name.starts_with("model.language_model.")) to = "model." + name.substr(21);
+    else if (name.starts_with("language_model.")) to = name.substr(15);
+    else continue;
+    const auto file = w.file_of(name);
+    w.add(to, w.take(name), file);
+  }
+}
+
 namespace {
 
 // Moves rows [start, start + n) of each of `from`'s tensors (weight, and scales/biases when

@@ -28,6 +28,9 @@ struct LlamaArgs {
   // the head; minicpm divides the head's input instead).
   std::optional<double> attn_scale;
   double logits_scaling = 1.0;
+  // ministral3: queries * (1 + beta * log(1 + floor(position / original_max))) after RoPE.
+  std::optional<double> llama4_beta;
+  int llama4_original_max = 0;
   RopeParams rope;
   std::optional<JsonView> rope_scaling;
   std::vector<bool> sliding;   // per layer
@@ -44,6 +47,12 @@ void parse_phi3(const JsonView& c, LlamaArgs& a);
 void parse_minicpm(const JsonView& c, LlamaArgs& a);
 // granite.py: embedding_multiplier, attention_multiplier, residual_multiplier, logits_scaling.
 void parse_granite(const JsonView& c, LlamaArgs& a);
+// ministral3.py: rope_parameters (rope_theta, the scaling, llama_4_scaling_beta,
+// original_max_position_embeddings) required.
+void parse_ministral3(const JsonView& c, LlamaArgs& a);
+// mistral3.py's sanitize for the text model: language_model.* (and an HF checkpoint's
+// model.language_model.*) to the llama names, the vision tower and projector dropped.
+void mistral3_text_weights(WeightMap& w);
 
 // phi3: each layer's qkv_proj rows -> q_proj, k_proj, v_proj and gate_up_proj -> gate_proj,
 // up_proj (weight, scales, biases alike: rows are independent), so the layers load as llama's.

@@ -5,7 +5,8 @@
 // minicpm.py (scaled embeddings, residuals and logits; see family_args.cpp), olmo2.py (q/k
 // RMSNorm over the whole projection, no input norms: the branches' outputs normed before the
 // residual add) and granite.py (multiplied embeddings/residuals, attention_multiplier as the
-// scale, logits / logits_scaling).
+// scale, logits / logits_scaling), ministral3.py (queries * llama-4 attention temperature) and
+// mistral3.py's text model.
 // Reads: hidden_size, num_hidden_layers, intermediate_size, num_attention_heads,
 // num_key_value_heads, head_dim, rms_norm_eps, vocab_size, rope_theta, rope_traditional,
 // rope_scaling, max_position_embeddings, attention_bias, mlp_bias, tie_word_embeddings,
@@ -37,8 +38,10 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
   const bool qwen3 = a.model_type == "qwen3";
   const bool phi3 = a.model_type == "phi3", minicpm = a.model_type == "minicpm";
   const bool olmo2 = a.model_type == "olmo2", granite = a.model_type == "granite";
-  // Families whose mlx-lm file has no biases, no sliding layers and head_dim = hidden / heads.
-  const bool plain = phi3 || minicpm;
+  const bool ministral3 = a.model_type == "ministral3";
+  // Families whose mlx-lm file has no biases (ministral3 also head_dim or hidden / heads, and
+  // sliding layers; the others head_dim = hidden / heads and no sliding layers).
+  const bool plain = phi3 || minicpm || ministral3;
   a.qk_norm = qwen3;
   a.qk_norm_full = a.sandwich = olmo2;
   a.hidden = c.req_int32("hidden_size");
@@ -55,12 +58,12 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
   if (a.kv_heads <= 0 || a.heads % a.kv_heads != 0) {
     c.fail("num_key_value_heads", fmt::format("{} must divide num_attention_heads ({})", a.kv_heads, a.heads));
   }
-  a.head_dim = (qwen2 || plain || granite) ? a.hidden / a.heads : qwen3 ? c.req_int32("head_dim") : c.int32_or("head_dim", a.hidden / a.heads);
+  a.head_dim = (qwen2 || phi3 || minicpm || granite) ? a.hidden / a.heads : qwen3 ? c.req_int32("head_dim") : c.int32_or("head_dim", a.hidden / a.heads);
   if (a.head_dim <= 0) c.fail("head_dim", "must be positive");
   a.qkv_bias = qwen2 ? true : (qwen3 || plain) ? false : c.bool_or("attention_bias", false);
   a.o_bias = (qwen2 || qwen3 || plain) ? false : a.qkv_bias;
   a.mlp_bias = (qwen2 || qwen3 || plain) ? false : c.bool_or("mlp_bias", false);
-  a.tie = c.bool_or("tie_word_embeddings", !plain);  // phi3.py, minicpm.py: untied by default
+  a.tie = c.bool_or("tie_word_embeddings", !(phi3 || minicpm));  // phi3.py, minicpm.py: untied by default
   a.rope.dims = a.head_dim;
   a.rope.traditional = (qwen3 || granite) ? false : c.bool_or("rope_traditional", false);
   a.rope.max_position_embeddings = c.opt_int("max_position_embeddings");
@@ -80,6 +83,8 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
     parse_minicpm(c, a);
   } else if (granite) {
     parse_granite(c, a);
+  } else if (ministral3) {
+    parse_ministral3(c, a);
   } else {
     a.rope.base = c.number_or("rope_theta", qwen2 ? 1000000.0 : 10000.0);
   }
@@ -87,7 +92,7 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
   a.sliding.assign(a.layers, false);
   a.use_rope.assign(a.layers, true);
   // qwen3.py ignores layer_types / sliding_window (every layer attends fully).
-  const bool full_only = qwen2 || qwen3 || plain || olmo2 || granite;  // no sliding layers in their mlx-lm files
+  const bool full_only = qwen2 || qwen3 || phi3 || minicpm || olmo2 || granite;  // no sliding layers in their mlx-lm files
   if (!full_only && c.has("layer_types")) {
     const auto& lt = c.node()["layer_types"];
     if (!lt.is_array() || lt.size() != static_cast<size_t>(a.layers)) {
@@ -131,7 +136,9 @@ class Attention {
         kv_heads_(a.kv_heads),
         head_dim_(a.head_dim),
         scale_(static_cast<float>(a.attn_scale ? *a.attn_scale : std::pow(static_cast<double>(a.head_dim), -0.5))),
-        full_qk_norm_(a.qk_norm_full) {
+        full_qk_norm_(a.qk_norm_full),
+        llama4_beta_(a.llama4_beta),
+        llama4_original_max_(a.llama4_original_max) {
     if (use_rope) rope_ = Rope::create(a.rope, a.rope_scaling);
     if (a.qk_norm || a.qk_norm_full) {
       q_norm_ = RMSNorm::load(ctx, p + ".q_norm", a.qk_norm_full ? a.heads * a.head_dim : a.head_dim, a.eps);
@@ -153,10 +160,13 @@ class Attention {
       q = rope_->apply(q, cache);
       k = rope_->apply(k, cache);
     }
+    if (llama4_beta_) q = mx::multiply(q, llama4_attn_scale(L, cache, q.dtype()));
     if (cache) std::tie(k, v) = cache->update_and_fetch(k, v);
     auto out = scaled_dot_product_attention(q, k, v, scale_, mask);
     return o_(mx::reshape(mx::transpose(out, {0, 2, 1, 3}), {B, L, -1}));
   }
+
+  bool query_scaled() const { return llama4_beta_.has_value(); }
 
   void collect(std::vector<mx::array>& out) const {
     for (const auto* l : {&q_, &k_, &v_, &o_}) l->collect(out);
@@ -181,6 +191,22 @@ class Attention {
   int heads_, kv_heads_, head_dim_;
   float scale_;
   bool full_qk_norm_;  // olmo2: q_norm_/k_norm_ span every head (the fused blocks norm per head)
+  std::optional<double> llama4_beta_;  // ministral3
+  int llama4_original_max_;
+
+  // ministral3.py's _get_llama_4_attn_scale(L, offset, beta, original_max).astype(dtype):
+  // [L, 1], or [B, 1, L, 1] at a batch cache's per-row offsets.
+  mx::array llama4_attn_scale(int L, const KVCacheBase* cache, mx::Dtype dtype) const {
+    auto pos = mx::arange(L, mx::int32);
+    auto rows = cache ? cache->row_offsets() : std::nullopt;
+    if (rows) pos = mx::add(pos, mx::reshape(*rows, {-1, 1}));
+    else pos = mx::add(pos, mx::array(cache ? cache->offset() : 0, mx::int32));
+    auto f = mx::floor(mx::divide(pos, mx::array(llama4_original_max_, mx::int32)));
+    auto s = mx::add(mx::array(1.0f), mx::multiply(mx::array(static_cast<float>(*llama4_beta_)),
+                                                     mx::log(mx::add(mx::array(1.0f), f))));
+    s = rows ? mx::expand_dims(s, {1, 3}) : mx::expand_dims(s, 1);
+    return mx::astype(s, dtype);
+  }
 };
 
 class Block {
@@ -201,7 +227,7 @@ class Block {
       return mx::add(h, post_norm_(mlp_(h)));
     }
     std::optional<mx::array> h;
-    if (fast_ && !sliding_) h = fused_attention_block(x, attn_layer(), cache, fast_);
+    if (fast_ && !sliding_ && !attn_.query_scaled()) h = fused_attention_block(x, attn_layer(), cache, fast_);
     if (!h) h = mx::add(x, scaled(attn_(in_norm_(x), mask, cache)));
     return mlp_.residual(*h, post_norm_, fast_, residual_scale_);
   }
@@ -209,7 +235,7 @@ class Block {
   // The layer as fused_decoder_stack takes it (the fused blocks skip sliding-window layers,
   // whose rotating caches they don't cover).
   std::optional<FusedDecoderLayer> fused_layer() const {
-    if (sliding_ || sandwich_) return std::nullopt;
+    if (sliding_ || sandwich_ || attn_.query_scaled()) return std::nullopt;
     return FusedDecoderLayer{attn_layer(), mlp_.fused_layer(post_norm_, residual_scale_)};
   }
 
@@ -320,9 +346,18 @@ class LlamaModel final : public Model {
 }  // namespace
 
 std::unique_ptr<Model> load_llama(const Checkpoint& ckpt, const LoadContext& ctx) {
-  auto args = LlamaArgs::parse(ckpt.config());
+  const JsonView& root = ckpt.config();
+  const bool mistral3 = root.req_string("model_type") == "mistral3";
+  // mistral3.py: the text model of text_config (ministral3.py's, else llama.py's; mistral4 is
+  // not supported), untied unless text_config says otherwise.
+  if (mistral3 && root.at("text_config").req_string("model_type") == "mistral4") {
+    root.at("text_config").fail("model_type", "mistral4 is not supported");
+  }
+  auto args = LlamaArgs::parse(mistral3 ? root.at("text_config") : root);
+  if (mistral3 && !root.at("text_config").has("tie_word_embeddings")) args.tie = false;
   if (args.fused_qkv) split_fused_projections(ctx.weights, args);
   if (args.model_type == "minicpm") minicpm_default_head(ctx.weights, args);
+  if (mistral3) mistral3_text_weights(ctx.weights);
   return std::make_unique<LlamaModel>(std::move(args), ctx);
 }
 

@@ -26,6 +26,8 @@ const std::vector<FamilyRecord>& families() {
       {"minicpm", "llama", load_llama},
       {"olmo2", "llama", load_llama},
       {"granite", "llama", load_llama},
+      {"ministral3", "llama", load_llama},
+      {"mistral3", "llama", load_llama},
       {"gemma3_text", "gemma3", load_gemma3},
       {"gemma3", "gemma3", load_gemma3},
   };

@@ -98,7 +98,8 @@ INSTANTIATE_TEST_SUITE_P(Goldens, BatchParity,
                                            Scenario{"phi3_longrope_join_leave", "phi3-longrope-q4g64"},
                                            Scenario{"minicpm_join_leave", "minicpm-q4g64"},
                                            Scenario{"olmo2_join_leave", "olmo2-q4g64"},
-                                           Scenario{"granite_join_leave", "granite-q4g64"}),
+                                           Scenario{"granite_join_leave", "granite-q4g64"},
+                                           Scenario{"mistral3_join_leave", "mistral3-q4g64"}),
                          [](const auto& info) { return info.param.name; });
 
 // A greedy row of `prompt` with no cache.

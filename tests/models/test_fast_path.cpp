@@ -162,7 +162,8 @@ const std::vector<std::string> kBlockModels = {
     "gemma3-text-q4g64"};
 // Checkpoints whose fast mode runs stock ops except the quantized matmuls (our kernels via nn::Linear).
 // OLMo 2: no input norms (the blocks are pre-norm) and q/k norms over every head at once.
-const std::vector<std::string> kStockOpModels = {"olmo2-q4g64"};
+// Ministral 3 (mistral3's text model): queries * the llama-4 attention temperature.
+const std::vector<std::string> kStockOpModels = {"olmo2-q4g64", "mistral3-q4g64"};
 
 std::vector<std::string> all_fast_models() {
   auto v = kBlockModels;

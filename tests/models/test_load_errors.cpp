@@ -318,3 +318,14 @@ TEST_F(LoadErrors, Olmo2NormsAndGraniteMultipliers) {
   edit_config([](json& c) { c["logits_scaling"] = 0; });
   expect_contains(load_error<ConfigError>(), {config().string(), "field 'logits_scaling'"});
 }
+
+TEST_F(LoadErrors, Mistral3TextConfig) {
+  use("mistral3-q4g64");
+  // ministral3.py reads the llama-4 attention temperature from rope_parameters.
+  edit_config([](json& c) { c["text_config"]["rope_parameters"].erase("llama_4_scaling_beta"); });
+  expect_contains(load_error<ConfigError>(), {config().string(), "field 'text_config.rope_parameters.llama_4_scaling_beta'"});
+  edit_config([](json& c) { c["text_config"]["rope_parameters"]["llama_4_scaling_beta"] = 0.1; c["text_config"]["model_type"] = "mistral4"; });
+  expect_contains(load_error<ConfigError>(), {config().string(), "mistral4"});
+  edit_config([](json& c) { c.erase("text_config"); });
+  expect_contains(load_error<ConfigError>(), {config().string(), "text_config"});
+}

@@ -22,7 +22,8 @@ const std::vector<std::string>& tiny_model_names() {
       "gemma3-text-bf16", "gemma3-text-q4g64", "gemma3-nested-untied-bf16",
       "phi3-bf16", "phi3-q4g64", "phi3-longrope-bf16", "phi3-longrope-q4g64",
       "minicpm-bf16", "minicpm-q4g64", "minicpm-longrope-q8g32",
-      "olmo2-bf16", "olmo2-q4g64", "granite-bf16", "granite-q4g64"};
+      "olmo2-bf16", "olmo2-q4g64", "granite-bf16", "granite-q4g64",
+      "ministral3-bf16", "mistral3-q4g64", "mistral3-llama-bf16"};
   return kNames;
 }
 

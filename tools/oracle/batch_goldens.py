@@ -55,6 +55,9 @@ SCENARIOS = [
     # Granite: multiplied embeddings/residuals, attention_multiplier, logits / logits_scaling.
     ("granite_join_leave", "granite-q4g64", (8, 2, 3), [
         (9, 0, 10, -1, 0), (13, 0, 6, 4, 0), (5, 3, 9, -1, 1.3), (11, 5, 8, -1, 0)]),
+    # Mistral 3 (ministral3 text): the llama-4 attention temperature at per-row offsets.
+    ("mistral3_join_leave", "mistral3-q4g64", (5, 2, 3), [
+        (12, 0, 10, -1, 0), (4, 0, 7, 5, 0), (9, 3, 9, -1, 1.2), (15, 4, 8, -1, 0)]),
 ]
 MAX_STEPS = 80
 

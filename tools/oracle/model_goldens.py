@@ -46,7 +46,7 @@ def run_generate(prompt, model, **kw):
 def record(path):
     model, config = load_model(path)
     model.set_dtype(mx.float32)
-    vocab = config["vocab_size"]
+    vocab = config["vocab_size"] if "vocab_size" in config else config["text_config"]["vocab_size"]  # mistral3: nested
     rng = np.random.default_rng(7)
     prompt = mx.array(rng.integers(4, vocab, 20), dtype=mx.int32)
     g = {"prompt": prompt}

@@ -11,7 +11,8 @@ from pathlib import Path
 import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
-from mlx_lm.models import gemma3, gemma3_text, granite, llama, minicpm, olmo2, phi3, qwen2, qwen3, smollm3
+from mlx_lm.models import (gemma3, gemma3_text, granite, llama, minicpm, ministral3, mistral3, olmo2, phi3, qwen2,
+                            qwen3, smollm3)
 from mlx_lm.utils import quantize_model, save_config, save_model
 
 BASE = {
@@ -73,6 +74,29 @@ GRANITE = {
     "logits_scaling": 3.0,
     "tie_word_embeddings": True,
 }
+# ministral3.py: rope_parameters carry rope_theta, yarn and the llama-4 attention temperature
+# (queries * (1 + 0.1 * log(1 + floor(pos / 8))): original length 8 so the 20-36-token goldens
+# cross several steps of it).
+MINISTRAL3 = {
+    **BASE,
+    "model_type": "ministral3",
+    "rope_parameters": {
+        "rope_type": "yarn",
+        "rope_theta": 1000000.0,
+        "factor": 4.0,
+        "original_max_position_embeddings": 8,
+        "beta_fast": 32.0,
+        "beta_slow": 1.0,
+        "mscale": 1.0,
+        "mscale_all_dim": 1.0,
+        "llama_4_scaling_beta": 0.1,
+    },
+    "tie_word_embeddings": True,
+}
+# mistral3.py: the text model nested under text_config (weights under language_model.),
+# untied by default; ministral3's text model as Ministral 3, llama's as Mistral Small 3.1.
+MISTRAL3 = {"model_type": "mistral3", "text_config": {k: v for k, v in MINISTRAL3.items() if k != "tie_word_embeddings"}}
+MISTRAL3_LLAMA = {"model_type": "mistral3", "text_config": {**BASE, "model_type": "mistral", "rope_theta": 1000000000.0}}
 PHI3_LONGROPE = {
     **PHI3,
     "partial_rotary_factor": 0.75,
@@ -177,6 +201,9 @@ SPECS = {
     "olmo2-q4g64": (OLMO2, (4, 64)),
     "granite-bf16": (GRANITE, None),
     "granite-q4g64": (GRANITE, (4, 64)),
+    "ministral3-bf16": (MINISTRAL3, None),
+    "mistral3-q4g64": (MISTRAL3, (4, 64)),
+    "mistral3-llama-bf16": (MISTRAL3_LLAMA, None),
 }
 
 MODULES = {
@@ -188,6 +215,8 @@ MODULES = {
     "minicpm": minicpm,
     "olmo2": olmo2,
     "granite": granite,
+    "ministral3": ministral3,
+    "mistral3": mistral3,
     "smollm3": smollm3,
     "gemma3_text": gemma3_text,
     "gemma3": gemma3,
@@ -215,7 +244,7 @@ def build(name, config, quant, seed):
     model = mod.Model(mod.ModelArgs.from_dict(copy.deepcopy(config)))
     if config["model_type"].startswith("gemma3"):
         gemma_setup(model, tie="untied" not in name)
-    if config["model_type"] in ("qwen3", "phi3", "minicpm", "olmo2", "granite"):
+    if config["model_type"] in ("qwen3", "phi3", "minicpm", "olmo2", "granite", "ministral3", "mistral3"):
         perturb_norms(model)  # the q/k norms above all
     model.set_dtype(mx.bfloat16)
     mx.eval(model.parameters())
