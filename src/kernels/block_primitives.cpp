@@ -58,8 +58,12 @@ void run_mlp(const KernelContext& ctx, const MlpBlockSpec& s, const BlockArrays&
   float* xn = BlockScratch::at_least(sc.xn, static_cast<long>(rows) * d);
   float* g = BlockScratch::at_least(sc.a, nh);
   float* u = BlockScratch::at_least(sc.b, nh);
-  rms_norm_rows(v, h, in[s.norm].data<float>(), s.eps, rows, d, xn);
-  qlinear_many(ctx, {{view(in, s.slots[0]), g}, {view(in, s.slots[1]), u}}, xn, rows, decode);
+  const float* x = h;
+  if (s.norm >= 0) {
+    rms_norm_rows(v, h, in[s.norm].data<float>(), s.eps, rows, d, xn);
+    x = xn;
+  }
+  qlinear_many(ctx, {{view(in, s.slots[0]), g}, {view(in, s.slots[1]), u}}, x, rows, decode);
   (s.act == GluActivation::kSilu ? v.silu_mul : v.gelu_mul)(g, u, g, nh);
   qlinear(ctx, view(in, s.slots[2]), g, rows, o, decode);
   if (s.post_norm >= 0) rms_norm_rows(v, o, in[s.post_norm].data<float>(), s.eps, rows, d, o);
@@ -106,11 +110,18 @@ void run_attention(const KernelContext& ctx, const AttentionBlockSpec& s, const 
   float* k = BlockScratch::at_least(sc.b, static_cast<long>(rows) * kvd);
   float* val = BlockScratch::at_least(sc.c, static_cast<long>(rows) * kvd);
   float* att = BlockScratch::at_least(sc.d, static_cast<long>(rows) * qd);
-  rms_norm_rows(v, h, in[s.norm].data<float>(), s.eps, rows, s.d, xn);
+  const float* x = h;
+  if (s.norm >= 0) {
+    rms_norm_rows(v, h, in[s.norm].data<float>(), s.eps, rows, s.d, xn);
+    x = xn;
+  }
   const bool decode = L == 1;
-  qlinear_many(ctx, {{view(in, s.slots[0]), q}, {view(in, s.slots[1]), k}, {view(in, s.slots[2]), val}}, xn, rows,
+  qlinear_many(ctx, {{view(in, s.slots[0]), q}, {view(in, s.slots[1]), k}, {view(in, s.slots[2]), val}}, x, rows,
                decode);
-  if (s.q_norm >= 0) {
+  if (s.q_norm >= 0 && s.qk_norm_full) {  // one norm per row over every head
+    rms_norm_rows(v, q, in[s.q_norm].data<float>(), s.eps, rows, qd, q);
+    rms_norm_rows(v, k, in[s.k_norm].data<float>(), s.eps, rows, kvd, k);
+  } else if (s.q_norm >= 0) {
     rms_norm_rows(v, q, in[s.q_norm].data<float>(), s.eps, rows * s.heads, s.head_dim, q);
     rms_norm_rows(v, k, in[s.k_norm].data<float>(), s.eps, rows * s.kv_heads, s.head_dim, k);
   }

@@ -39,7 +39,7 @@ struct LinearSlot {
 // An MLP block's arrays in a primitive's input list: h + post_norm(down(act(gate(n)) * up(n)))
 // with n = rms_norm(h, inputs[norm]) (no post_norm when post_norm < 0).
 struct MlpBlockSpec {
-  int norm = 1;  // input index of the norm weight [d]
+  int norm = 1;  // input index of the norm weight [d], -1: none (OLMo 2)
   float eps = 0.f;
   std::vector<LinearSlot> slots;  // gate, up, down
   GluActivation act = GluActivation::kSilu;
@@ -71,11 +71,12 @@ struct AttentionBlockSpec {
   std::optional<int> window;
   std::shared_ptr<const RopeSpec> rope;  // null: no rotary embedding on this layer
   std::vector<LinearSlot> slots = {};     // q, k, v, o
-  int norm = 1;                           // input index of the input norm's weight [d]
+  int norm = 1;                           // input index of the input norm's weight [d], -1: none
   int cache_first;                        // index of the key cache; the value cache follows
   bool exclusive = false;                 // write the caches in place (see AttentionBlockArgs)
   bool kv_f16 = false;                    // the caches hold float16 (else float32)
   int q_norm = -1, k_norm = -1;           // input indices of per-head q/k norm weights (-1: none)
+  bool qk_norm_full = false;              // OLMo 2: those norms span all heads ([heads * head_dim])
   int post_norm = -1;                     // input index of the o projection's post-norm weight
   float residual_scale = 1.f;             // h + o(attn) * residual_scale (MiniCPM)
   // A batch cache's rows: row b's first left_padding[b] cache rows are padding (skipped), its

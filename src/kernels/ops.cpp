@@ -256,13 +256,13 @@ std::optional<mx::array> quantized_take(const mx::array& w, const mx::array& sca
 namespace {
 
 bool mlp_ok(const mx::array& h, const MlpBlockInputs& m) {
-  return h.dtype() == mx::float32 && norm_ok(m.norm_w, h.shape(-1)) && block_ok(m.gate) && block_ok(m.up) &&
+  return h.dtype() == mx::float32 && (!m.pre_norm || norm_ok(m.norm_w, h.shape(-1))) && block_ok(m.gate) && block_ok(m.up) &&
          block_ok(m.down) && (!m.post_norm || norm_ok(*m.post_norm, h.shape(-1)));
 }
 
 MlpBlockSpec add_mlp(Placer& p, const MlpBlockInputs& m) {
   MlpBlockSpec spec;
-  spec.norm = p.add({m.norm_w});
+  spec.norm = m.pre_norm ? p.add({m.norm_w}) : -1;
   spec.eps = m.eps;
   for (const auto* l : {&m.gate, &m.up, &m.down}) spec.slots.push_back(add_linear(p, *l));
   spec.act = m.act;
@@ -303,10 +303,12 @@ bool caches_ok(const mx::array& h, const AttentionBlockInputs& in) {
 
 bool attention_ok(const mx::array& h, const AttentionBlockInputs& in) {
   const auto& a = in.args;
-  return h.dtype() == mx::float32 && h.ndim() == 3 && caches_ok(h, in) && norm_ok(in.norm_w, h.shape(2)) &&
-         block_ok(in.q) && block_ok(in.k) && block_ok(in.v) && block_ok(in.o) &&
-         a.q_norm.has_value() == a.k_norm.has_value() && (!a.q_norm || norm_ok(*a.q_norm, a.head_dim)) &&
-         (!a.k_norm || norm_ok(*a.k_norm, a.head_dim)) && (!a.post_norm || norm_ok(*a.post_norm, h.shape(2)));
+  const int qn = a.qk_norm_full ? a.heads * a.head_dim : a.head_dim;
+  const int kn = a.qk_norm_full ? a.kv_heads * a.head_dim : a.head_dim;
+  return h.dtype() == mx::float32 && h.ndim() == 3 && caches_ok(h, in) &&
+         (!a.pre_norm || norm_ok(in.norm_w, h.shape(2))) && block_ok(in.q) && block_ok(in.k) && block_ok(in.v) &&
+         block_ok(in.o) && a.q_norm.has_value() == a.k_norm.has_value() && (!a.q_norm || norm_ok(*a.q_norm, qn)) &&
+         (!a.k_norm || norm_ok(*a.k_norm, kn)) && (!a.post_norm || norm_ok(*a.post_norm, h.shape(2)));
 }
 
 // `outputs`: how many outputs the primitive has so far (the block's caches come next).
@@ -317,7 +319,8 @@ AttentionBlockSpec add_attention(Placer& p, const mx::array& h, const AttentionB
                           .scale = a.scale, .window = a.window, .rope = a.rope, .cache_first = 0,
                           .exclusive = a.exclusive};
   spec.kv_f16 = a.ragged ? a.ragged_f16 : in.k_cache->dtype() == mx::float16;
-  spec.norm = p.add({in.norm_w});
+  spec.norm = a.pre_norm ? p.add({in.norm_w}) : -1;
+  spec.qk_norm_full = a.qk_norm_full;
   for (const auto* l : {&in.q, &in.k, &in.v, &in.o}) spec.slots.push_back(add_linear(p, *l));
   spec.q_norm = p.add_optional(a.q_norm);
   spec.k_norm = p.add_optional(a.k_norm);

@@ -97,6 +97,8 @@ struct AttentionBlockArgs {
   // o projection's output before the residual add (weights [d]). float32.
   std::optional<mlx::core::array> q_norm = std::nullopt, k_norm = std::nullopt, post_norm = std::nullopt;
   float residual_scale = 1.f;  // h + o(attn) * residual_scale (MiniCPM)
+  bool pre_norm = true;        // false (OLMo 2): no input norm, the projections take h itself
+  bool qk_norm_full = false;   // OLMo 2: q_norm/k_norm over all heads at once ([heads * head_dim])
   // A batch cache's per-row left padding (BatchKVCache: empty = none): row b attends cache rows
   // left_padding[b].. only, and its new tokens take RoPE positions offset - left_padding[b] + l.
   std::vector<int> left_padding = {};
@@ -133,6 +135,7 @@ struct MlpBlockInputs {
   GluActivation act = GluActivation::kSilu;
   std::optional<mlx::core::array> post_norm = std::nullopt;
   float residual_scale = 1.f;  // h + mlp * residual_scale (MiniCPM)
+  bool pre_norm = true;        // false (OLMo 2): no input norm (norm_w unused)
 };
 struct DecoderLayerInputs {
   AttentionBlockInputs attn;

@@ -223,8 +223,10 @@ class Block {
 
   mx::array operator()(const mx::array& x, const AttentionMask& mask, KVCacheBase* cache) const {
     if (sandwich_) {  // olmo2: in_norm_ / post_norm_ hold post_attention / post_feedforward_layernorm
-      auto h = mx::add(x, in_norm_(attn_(x, mask, cache)));
-      return mx::add(h, post_norm_(mlp_(h)));
+      std::optional<mx::array> h;
+      if (fast_) h = fused_attention_block(x, attn_layer(), cache, fast_);
+      if (!h) h = mx::add(x, in_norm_(attn_(x, mask, cache)));
+      return mx::add(*h, post_norm_(mlp_(*h)));
     }
     std::optional<mx::array> h;
     if (fast_ && !sliding_ && !attn_.query_scaled()) h = fused_attention_block(x, attn_layer(), cache, fast_);
@@ -235,8 +237,13 @@ class Block {
   // The layer as fused_decoder_stack takes it (the fused blocks skip sliding-window layers,
   // whose rotating caches they don't cover).
   std::optional<FusedDecoderLayer> fused_layer() const {
-    if (sliding_ || sandwich_ || attn_.query_scaled()) return std::nullopt;
-    return FusedDecoderLayer{attn_layer(), mlp_.fused_layer(post_norm_, residual_scale_)};
+    if (sliding_ || attn_.query_scaled()) return std::nullopt;
+    auto mlp = mlp_.fused_layer(post_norm_, residual_scale_);
+    if (sandwich_) {  // olmo2: h + post_feedforward_layernorm(mlp(h))
+      mlp.pre_norm = false;
+      mlp.post_norm = post_norm_.weight();
+    }
+    return FusedDecoderLayer{attn_layer(), std::move(mlp)};
   }
 
   void collect(std::vector<mx::array>& out) const {
@@ -252,7 +259,7 @@ class Block {
   RMSNorm in_norm_, post_norm_;
   kernels::FastPath fast_;  // null in parity mode
   bool sliding_;
-  bool sandwich_;  // olmo2 (the fused blocks are pre-norm: it runs stock ops around our matmuls)
+  bool sandwich_;  // olmo2 (the fused blocks without their input norms, with post-norms)
   float residual_scale_;  // minicpm: x + r * (scale_depth / sqrt(layers)); 1 elsewhere
 
   // r * residual_scale (a Python float: weakly typed, so r keeps its dtype); r itself at 1.
@@ -262,6 +269,11 @@ class Block {
   FusedAttentionLayer attn_layer() const {
     auto f = attn_.fused_layer(in_norm_);
     f.residual_scale = residual_scale_;
+    if (sandwich_) {  // olmo2: x + post_attention_layernorm(attn(x)), q/k norms over all heads
+      f.pre_norm = false;
+      f.post_norm = in_norm_.weight();
+      f.qk_norm_full = true;
+    }
     return f;
   }
 };

@@ -108,6 +108,8 @@ std::optional<CoveredAttention> covered(const mx::array& x, const FusedAttention
   args.k_norm = layer.k_norm;
   args.post_norm = layer.post_norm;
   args.residual_scale = layer.residual_scale;
+  args.pre_norm = layer.pre_norm;
+  args.qk_norm_full = layer.qk_norm_full;
   args.left_padding = ref->left_padding();
   if (auto* r = ref->ragged()) {
     args.ragged = r->rows_for_update();
@@ -173,7 +175,7 @@ std::optional<mx::array> fused_decoder_stack(const mx::array& x, const std::vect
     auto g = m.gate.block_view(), u = m.up.block_view(), d = m.down.block_view();
     if (!a || !g || !u || !d) return std::nullopt;
     attn.push_back(std::move(*a));
-    mlp.push_back({m.norm_w, m.eps, *g, *u, *d, m.act, m.post_norm, m.residual_scale});
+    mlp.push_back({m.norm_w, m.eps, *g, *u, *d, m.act, m.post_norm, m.residual_scale, m.pre_norm});
   }
   std::vector<kernels::DecoderLayerInputs> in;
   for (size_t i = 0; i < layers.size(); ++i) in.push_back({take_cache(attn[i], layers[i].attn.norm_w, x), mlp[i]});

@@ -29,6 +29,8 @@ struct FusedAttentionLayer {
   // Gemma 3: per-head q/k norms and the post-attention norm (effective weights, same eps).
   std::optional<mlx::core::array> q_norm = std::nullopt, k_norm = std::nullopt, post_norm = std::nullopt;
   float residual_scale = 1.f;  // MiniCPM: x + attn * residual_scale
+  bool pre_norm = true;        // false (OLMo 2): no input norm (norm_w unused)
+  bool qk_norm_full = false;   // OLMo 2: q_norm/k_norm span all heads
 };
 
 std::optional<mlx::core::array> fused_attention_block(const mlx::core::array& x, const FusedAttentionLayer& layer,
@@ -42,6 +44,7 @@ struct FusedMlpLayer {
   kernels::GluActivation act = kernels::GluActivation::kSilu;
   std::optional<mlx::core::array> post_norm = std::nullopt;
   float residual_scale = 1.f;  // MiniCPM: h + mlp * residual_scale
+  bool pre_norm = true;        // false (OLMo 2): no input norm (norm_w unused)
 };
 
 struct FusedDecoderLayer {

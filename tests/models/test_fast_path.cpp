@@ -158,12 +158,13 @@ const std::vector<std::string> kBlockModels = {
     "minicpm-q4g64", "minicpm-longrope-q8g32",
     // Granite: attention_multiplier as the blocks' scale, scaled residuals (embedding/logit scales around).
     "granite-q4g64",
+    // OLMo 2: no input norms, q/k norms over all heads, post-norms on both branches.
+    "olmo2-q4g64",
     // Gemma 3: q/k norms, post-norms, GeGLU, sliding-window layers (window 8) in the blocks.
     "gemma3-text-q4g64"};
 // Checkpoints whose fast mode runs stock ops except the quantized matmuls (our kernels via nn::Linear).
-// OLMo 2: no input norms (the blocks are pre-norm) and q/k norms over every head at once.
 // Ministral 3 (mistral3's text model): queries * the llama-4 attention temperature.
-const std::vector<std::string> kStockOpModels = {"olmo2-q4g64", "mistral3-q4g64"};
+const std::vector<std::string> kStockOpModels = {"mistral3-q4g64"};
 
 std::vector<std::string> all_fast_models() {
   auto v = kBlockModels;
