@@ -1,5 +1,6 @@
 #include "kernels/block_primitives.h"
 
+#include <cmath>
 #include <cstring>
 
 #include <mlx/allocator.h>
@@ -70,6 +71,17 @@ void run_mlp(const KernelContext& ctx, const MlpBlockSpec& s, const BlockArrays&
   add_residual(h, o, static_cast<long>(rows) * d, s.residual_scale);
 }
 
+// ministral3.py's _get_llama_4_attn_scale: rows l of q (width qd, RoPE position pos0 + l) *
+// 1 + beta * log(1 + floor(position / original_max)), in float32 as MLX computes it.
+void llama4_scale_rows(const AttentionBlockSpec& s, float* q, int L, int qd, int pos0) {
+  for (int l = 0; l < L; ++l) {
+    const float f = std::floor(static_cast<float>(pos0 + l) / static_cast<float>(s.llama4_original_max));
+    const float t = 1.0f + *s.llama4_beta * std::log(1.0f + f);
+    float* row = q + static_cast<long>(l) * qd;
+    for (int i = 0; i < qd; ++i) row[i] *= t;
+  }
+}
+
 // o = the attention block of h ([batch, L, d]); writes the new rows into the caches kc/vc
 // ([batch, kv_heads, cap, head_dim]); o must not alias h. The projections take all batch*L
 // rows at once (one pass over each weight matrix for the whole batch); rope, the cache write
@@ -135,10 +147,12 @@ void run_attention(const KernelContext& ctx, const AttentionBlockSpec& s, const 
       row_v.push_back(rc.v);
       row_cap.push_back(rc.cap);
     }
+    const int pos0 = rc.pos - (padded ? s.left_padding[b] : 0);
+    if (s.llama4_beta && !s.rope) llama4_scale_rows(s, q + static_cast<long>(b) * L * qd, L, qd, pos0);
     if (s.rope) {
-      const int pos0 = rc.pos - (padded ? s.left_padding[b] : 0);
       rope_rows(*s.rope, q + static_cast<long>(b) * L * qd, L, s.heads, s.head_dim, pos0);
       rope_rows(*s.rope, k + static_cast<long>(b) * L * kvd, L, s.kv_heads, s.head_dim, pos0);
+      if (s.llama4_beta) llama4_scale_rows(s, q + static_cast<long>(b) * L * qd, L, qd, pos0);
     }
     // Cache write: [kv_heads, cap, hd] rows pos..pos+L of this batch entry (float16 ones
     // rounded to nearest even, as MLX's astype).

@@ -303,6 +303,7 @@ bool caches_ok(const mx::array& h, const AttentionBlockInputs& in) {
 
 bool attention_ok(const mx::array& h, const AttentionBlockInputs& in) {
   const auto& a = in.args;
+  if (a.llama4_beta && a.llama4_original_max <= 0) return false;
   const int qn = a.qk_norm_full ? a.heads * a.head_dim : a.head_dim;
   const int kn = a.qk_norm_full ? a.kv_heads * a.head_dim : a.head_dim;
   return h.dtype() == mx::float32 && h.ndim() == 3 && caches_ok(h, in) &&
@@ -321,6 +322,8 @@ AttentionBlockSpec add_attention(Placer& p, const mx::array& h, const AttentionB
   spec.kv_f16 = a.ragged ? a.ragged_f16 : in.k_cache->dtype() == mx::float16;
   spec.norm = a.pre_norm ? p.add({in.norm_w}) : -1;
   spec.qk_norm_full = a.qk_norm_full;
+  spec.llama4_beta = a.llama4_beta;
+  spec.llama4_original_max = a.llama4_original_max;
   for (const auto* l : {&in.q, &in.k, &in.v, &in.o}) spec.slots.push_back(add_linear(p, *l));
   spec.q_norm = p.add_optional(a.q_norm);
   spec.k_norm = p.add_optional(a.k_norm);

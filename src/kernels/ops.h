@@ -99,6 +99,9 @@ struct AttentionBlockArgs {
   float residual_scale = 1.f;  // h + o(attn) * residual_scale (MiniCPM)
   bool pre_norm = true;        // false (OLMo 2): no input norm, the projections take h itself
   bool qk_norm_full = false;   // OLMo 2: q_norm/k_norm over all heads at once ([heads * head_dim])
+  // Ministral 3: q after RoPE * (1 + beta * log(1 + floor(position / original_max))).
+  std::optional<float> llama4_beta = std::nullopt;
+  int llama4_original_max = 0;
   // A batch cache's per-row left padding (BatchKVCache: empty = none): row b attends cache rows
   // left_padding[b].. only, and its new tokens take RoPE positions offset - left_padding[b] + l.
   std::vector<int> left_padding = {};

@@ -166,8 +166,6 @@ class Attention {
     return o_(mx::reshape(mx::transpose(out, {0, 2, 1, 3}), {B, L, -1}));
   }
 
-  bool query_scaled() const { return llama4_beta_.has_value(); }
-
   void collect(std::vector<mx::array>& out) const {
     for (const auto* l : {&q_, &k_, &v_, &o_}) l->collect(out);
     if (q_norm_) q_norm_->collect(out);
@@ -180,6 +178,10 @@ class Attention {
     if (q_norm_) {
       f.q_norm = q_norm_->weight();
       f.k_norm = k_norm_->weight();
+    }
+    if (llama4_beta_) {
+      f.llama4_beta = static_cast<float>(*llama4_beta_);
+      f.llama4_original_max = llama4_original_max_;
     }
     return f;
   }
@@ -229,7 +231,7 @@ class Block {
       return mx::add(*h, post_norm_(mlp_(*h)));
     }
     std::optional<mx::array> h;
-    if (fast_ && !sliding_ && !attn_.query_scaled()) h = fused_attention_block(x, attn_layer(), cache, fast_);
+    if (fast_ && !sliding_) h = fused_attention_block(x, attn_layer(), cache, fast_);
     if (!h) h = mx::add(x, scaled(attn_(in_norm_(x), mask, cache)));
     return mlp_.residual(*h, post_norm_, fast_, residual_scale_);
   }
@@ -237,7 +239,7 @@ class Block {
   // The layer as fused_decoder_stack takes it (the fused blocks skip sliding-window layers,
   // whose rotating caches they don't cover).
   std::optional<FusedDecoderLayer> fused_layer() const {
-    if (sliding_ || attn_.query_scaled()) return std::nullopt;
+    if (sliding_) return std::nullopt;
     auto mlp = mlp_.fused_layer(post_norm_, residual_scale_);
     if (sandwich_) {  // olmo2: h + post_feedforward_layernorm(mlp(h))
       mlp.pre_norm = false;

@@ -110,6 +110,8 @@ std::optional<CoveredAttention> covered(const mx::array& x, const FusedAttention
   args.residual_scale = layer.residual_scale;
   args.pre_norm = layer.pre_norm;
   args.qk_norm_full = layer.qk_norm_full;
+  args.llama4_beta = layer.llama4_beta;
+  args.llama4_original_max = layer.llama4_original_max;
   args.left_padding = ref->left_padding();
   if (auto* r = ref->ragged()) {
     args.ragged = r->rows_for_update();

@@ -31,6 +31,8 @@ struct FusedAttentionLayer {
   float residual_scale = 1.f;  // MiniCPM: x + attn * residual_scale
   bool pre_norm = true;        // false (OLMo 2): no input norm (norm_w unused)
   bool qk_norm_full = false;   // OLMo 2: q_norm/k_norm span all heads
+  std::optional<float> llama4_beta = std::nullopt;  // Ministral 3's attention temperature
+  int llama4_original_max = 0;
 };
 
 std::optional<mlx::core::array> fused_attention_block(const mlx::core::array& x, const FusedAttentionLayer& layer,

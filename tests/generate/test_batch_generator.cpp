@@ -187,9 +187,11 @@ TEST(BatchGenerator, RemovedRowCacheContinuesLikeTheRow) {
 // in 16-token chunks while the others decode, one leaving early; each row's greedy tokens equal
 // its solo run's. The same with mlx-lm's left-padded caches on the fast path (ragged = 0).
 // Llama, Qwen3 (q/k norms in the blocks), Phi-3 (partial longrope), MiniCPM (scaled residuals)
-// Granite (attention_multiplier) and OLMo 2 (no input norms, whole-width q/k norms, post-norms).
+// Granite (attention_multiplier), OLMo 2 (no input norms, whole-width q/k norms, post-norms) and
+// Mistral 3 (the llama-4 attention temperature at each row's positions).
 TEST(BatchGenerator, FastPathRowsEqualSoloRuns) {
-  for (const char* name : {"llama-q4g64", "qwen3-q4g64", "phi3-longrope-q4g64", "minicpm-q4g64", "granite-q4g64", "olmo2-q4g64"}) {
+  for (const char* name : {"llama-q4g64", "qwen3-q4g64", "phi3-longrope-q4g64", "minicpm-q4g64", "granite-q4g64", "olmo2-q4g64",
+                           "mistral3-q4g64"}) {
     SCOPED_TRACE(name);
     auto loaded = load_model(tiny_model_dir(name));
     ASSERT_TRUE(loaded.model->fast_path());

@@ -160,11 +160,12 @@ const std::vector<std::string> kBlockModels = {
     "granite-q4g64",
     // OLMo 2: no input norms, q/k norms over all heads, post-norms on both branches.
     "olmo2-q4g64",
+    // Ministral 3 (mistral3's text model): queries * the llama-4 attention temperature after RoPE.
+    "mistral3-q4g64",
     // Gemma 3: q/k norms, post-norms, GeGLU, sliding-window layers (window 8) in the blocks.
     "gemma3-text-q4g64"};
 // Checkpoints whose fast mode runs stock ops except the quantized matmuls (our kernels via nn::Linear).
-// Ministral 3 (mistral3's text model): queries * the llama-4 attention temperature.
-const std::vector<std::string> kStockOpModels = {"mistral3-q4g64"};
+const std::vector<std::string> kStockOpModels = {};
 
 std::vector<std::string> all_fast_models() {
   auto v = kBlockModels;
