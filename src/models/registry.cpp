@@ -46,8 +46,9 @@ std::vector<FamilySummary> family_summaries() {
   // bit-identical to mlx-lm, the fused CPU fast path, batching; tools and thinking come from the
   // chat template, not the family).
   static const std::vector<std::pair<std::string, std::string>> kCapabilities = {
-      {"llama", "text; sliding-window layers (mistral/qwen2 configs), NoPE layers (smollm3), q/k norms (qwen3), "
-                "fused qkv/gate_up and longrope (phi3), scaled embeddings/residuals/logits (minicpm); GGUF import"},
+      {"llama", "text; sliding-window layers (mistral/qwen2 configs), NoPE layers (smollm3), q/k norms (qwen3, "
+                "olmo2), fused qkv/gate_up and longrope (phi3), scaled embeddings/residuals/logits (minicpm, granite), "
+                "post-norms (olmo2), query temperature (ministral3), mistral3's text model; GGUF import"},
       {"gemma3", "text; sliding-window and global layers, q/k norms, sandwich norms; GGUF import"},
   };
   std::vector<FamilySummary> out;

@@ -117,7 +117,7 @@ TEST(CliLs, ListsModelsDirAndHfCacheWithStatusQuantizationAndSize) {
 TEST(CliLs, FamiliesListTheRegistry) {
   auto r = run_cli("ls --families");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* t : {"llama", "qwen3", "phi3", "minicpm", "mistral", "gemma3_text"}) {
+  for (const char* t : {"llama", "qwen3", "phi3", "minicpm", "mistral", "olmo2", "granite", "mistral3", "gemma3_text"}) {
     EXPECT_NE(r.out.find(t), std::string::npos) << t << " missing from:\n" << r.out;
   }
   EXPECT_EQ(r.out.rfind("llama", 0), 0u) << r.out;  // name first
