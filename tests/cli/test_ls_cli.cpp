@@ -54,7 +54,7 @@ class ScopedHfHome {
 };
 
 // A cache entry models--ORG--NAME whose refs/main names snapshot `hash`, its files links into
-// blobs/ (as huggingface_hub writes them), copied from `from`.
+// blobs/ (as huggingface_hub writes them); the blobs link to `from`'s files (no 100 MB copies).
 void cache_entry(const fs::path& hub, const std::string& org, const std::string& name, const fs::path& from) {
   const fs::path entry = hub / ("models--" + org + "--" + name);
   const std::string hash = "0123abcd";
@@ -65,7 +65,7 @@ void cache_entry(const fs::path& hub, const std::string& org, const std::string&
   for (const auto& f : fs::directory_iterator(from)) {
     if (!f.is_regular_file()) continue;
     const fs::path blob = entry / "blobs" / ("blob" + std::to_string(i++));
-    fs::copy_file(f.path(), blob);
+    fs::create_symlink(fs::absolute(f.path()), blob);
     fs::create_symlink(fs::path("..") / ".." / "blobs" / blob.filename(), entry / "snapshots" / hash / f.path().filename());
   }
 }
