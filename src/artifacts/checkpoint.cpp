@@ -39,6 +39,8 @@ std::vector<fs::path> shards_from_index(const fs::path& index_file) {
   return files;
 }
 
+}  // namespace
+
 std::vector<fs::path> find_weight_files(const fs::path& dir) {
   fs::path index = dir / "model.safetensors.index.json";
   std::error_code ec;
@@ -54,8 +56,6 @@ std::vector<fs::path> find_weight_files(const fs::path& dir) {
   std::sort(files.begin(), files.end());
   return files;
 }
-
-}  // namespace
 
 Checkpoint Checkpoint::open(const fs::path& dir) {
   std::error_code ec;

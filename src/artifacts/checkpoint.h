@@ -13,6 +13,10 @@
 
 namespace mlxcpp {
 
+// A snapshot's weight files: the shards model.safetensors.index.json names, else its
+// model*.safetensors files (sorted); WeightError for a bad index or an unreadable folder.
+std::vector<std::filesystem::path> find_weight_files(const std::filesystem::path& dir);
+
 class Checkpoint {
  public:
   static Checkpoint open(const std::filesystem::path& dir);

@@ -149,6 +149,30 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
+// family_config plus what LlamaModel-style converters leave implicit: SiLU, no biases, the
+// GGUF's rope scaling.
+json llama_like_config(const GgufFile& g, const Keys& k, const char* cls, const char* model_type) {
+  json c = family_config(g, k, cls, model_type, 10000.0);
+  c["hidden_act"] = "silu";
+  c["attention_bias"] = false;
+  c["mlp_bias"] = false;
+  if (auto rs = rope_scaling(g, k)) c["rope_scaling"] = *rs;
+  return c;
+}
+
+// A required positive number "<arch>.<key>" (the scales minicpm and granite store).
+double positive_number(const GgufFile& g, const Keys& k, const char* key) {
+  auto v = g.opt_number(k.k(key));
+  if (!v || !(*v > 0)) g.fail_key(k.k(key), "missing or not a positive number");
+  return *v;
+}
+
+// llama's block names (ffn_norm is the post-attention norm), shared by its derivatives.
+std::optional<std::string> llama_block_name(const GgufFile& g, const std::string& name) {
+  static const auto kBlock = block_names({{"ffn_norm", "post_attention_layernorm"}});
+  return map_name(g, name, kBlock);
+}
+
 // llama.cpp permutes Q/K rows from HF's rotate-half layout to interleaved pairs (LlamaModel.permute).
 GgufTensorFix permuted_qk(const Keys& k, const std::string& hf) {
   if (ends_with(hf, "self_attn.q_proj.weight")) return {static_cast<int>(k.req("attention.head_count")), 0.0f};
@@ -166,16 +190,10 @@ class LlamaArch : public GgufArch {
       throw WeightError(fmt::format("{}: tensor 'rope_freqs.weight': llama3-style rope scaling is not supported yet",
                                     g.path().string()));
     }
-    json c = family_config(g, k, "LlamaForCausalLM", "llama", 10000.0);
-    c["hidden_act"] = "silu";
-    c["attention_bias"] = false;
-    c["mlp_bias"] = false;
-    if (auto rs = rope_scaling(g, k)) c["rope_scaling"] = *rs;
-    return c;
+    return llama_like_config(g, k, "LlamaForCausalLM", "llama");
   }
   std::optional<std::string> hf_name(const GgufFile& g, const std::string& name) const override {
-    static const auto kBlock = block_names({{"ffn_norm", "post_attention_layernorm"}});
-    return map_name(g, name, kBlock);
+    return llama_block_name(g, name);
   }
   GgufTensorFix fix(const GgufFile& g, const std::string& hf) const override {
     return permuted_qk(Keys{g, "llama"}, hf);
@@ -199,22 +217,16 @@ class MiniCpmArch : public GgufArch {
     json c = family_config(g, k, "MiniCPMForCausalLM", "minicpm", 10000.0);
     c["hidden_act"] = "silu";
     c["tie_word_embeddings"] = false;
-    auto req = [&](const char* key) {
-      auto v = g.opt_number(k.k(key));
-      if (!v || !(*v > 0)) g.fail_key(k.k(key), "missing or not a positive number");
-      return *v;
-    };
-    c["scale_emb"] = req("embedding_scale");
-    c["scale_depth"] = req("residual_scale") * std::sqrt(c["num_hidden_layers"].get<double>());
-    const double base = c["hidden_size"].get<double>() / req("logit_scale");
+    c["scale_emb"] = positive_number(g, k, "embedding_scale");
+    c["scale_depth"] = positive_number(g, k, "residual_scale") * std::sqrt(c["num_hidden_layers"].get<double>());
+    const double base = c["hidden_size"].get<double>() / positive_number(g, k, "logit_scale");
     const double rounded = std::round(base);
     if (std::abs(base - rounded) <= 1e-6 * base) c["dim_model_base"] = static_cast<int64_t>(rounded);
     else c["dim_model_base"] = base;
     return c;
   }
   std::optional<std::string> hf_name(const GgufFile& g, const std::string& name) const override {
-    static const auto kBlock = block_names({{"ffn_norm", "post_attention_layernorm"}});
-    return map_name(g, name, kBlock);
+    return llama_block_name(g, name);
   }
   GgufTensorFix fix(const GgufFile& g, const std::string& hf) const override {
     return permuted_qk(Keys{g, "minicpm"}, hf);
@@ -248,13 +260,7 @@ class Qwen3Arch : public GgufArch {
 class Olmo2Arch : public GgufArch {
  public:
   json config(const GgufFile& g) const override {
-    Keys k{g, "olmo2"};
-    json c = family_config(g, k, "Olmo2ForCausalLM", "olmo2", 10000.0);
-    c["hidden_act"] = "silu";
-    c["attention_bias"] = false;
-    c["mlp_bias"] = false;
-    if (auto rs = rope_scaling(g, k)) c["rope_scaling"] = *rs;
-    return c;
+    return llama_like_config(g, Keys{g, "olmo2"}, "Olmo2ForCausalLM", "olmo2");
   }
   std::optional<std::string> hf_name(const GgufFile& g, const std::string& name) const override {
     static const auto kBlock = block_names({{"attn_q_norm", "self_attn.q_norm"},
@@ -272,25 +278,17 @@ class GraniteArch : public GgufArch {
  public:
   json config(const GgufFile& g) const override {
     Keys k{g, "granite"};
-    json c = family_config(g, k, "GraniteForCausalLM", "granite", 10000.0);
-    c["hidden_act"] = "silu";
+    json c = llama_like_config(g, k, "GraniteForCausalLM", "granite");
     c["attention_bias"] = g.find_tensor("blk.0.attn_q.bias") != nullptr;
     c["mlp_bias"] = g.find_tensor("blk.0.ffn_up.bias") != nullptr;
-    if (auto rs = rope_scaling(g, k)) c["rope_scaling"] = *rs;
-    auto req = [&](const char* key) {
-      auto v = g.opt_number(k.k(key));
-      if (!v || !(*v > 0)) g.fail_key(k.k(key), "missing or not a positive number");
-      return *v;
-    };
-    c["embedding_multiplier"] = req("embedding_scale");
-    c["attention_multiplier"] = req("attention.scale");
-    c["residual_multiplier"] = req("residual_scale");
-    c["logits_scaling"] = req("logit_scale");
+    c["embedding_multiplier"] = positive_number(g, k, "embedding_scale");
+    c["attention_multiplier"] = positive_number(g, k, "attention.scale");
+    c["residual_multiplier"] = positive_number(g, k, "residual_scale");
+    c["logits_scaling"] = positive_number(g, k, "logit_scale");
     return c;
   }
   std::optional<std::string> hf_name(const GgufFile& g, const std::string& name) const override {
-    static const auto kBlock = block_names({{"ffn_norm", "post_attention_layernorm"}});
-    return map_name(g, name, kBlock);
+    return llama_block_name(g, name);
   }
   GgufTensorFix fix(const GgufFile& g, const std::string& hf) const override {
     return permuted_qk(Keys{g, "granite"}, hf);
@@ -377,11 +375,8 @@ class Gemma3Arch : public GgufArch {
   }
 };
 
-}  // namespace
-
-std::vector<std::string> supported_gguf_architectures() { return {"gemma3", "granite", "llama", "minicpm", "olmo2", "phi3", "qwen3"}; }
-
-const GgufArch& gguf_arch_for(const GgufFile& g) {
+// The one list of GGUF architectures we import, by general.architecture.
+const std::vector<std::pair<std::string, const GgufArch*>>& arch_table() {
   static const LlamaArch kLlama;
   static const Gemma3Arch kGemma3;
   static const Qwen3Arch kQwen3;
@@ -389,14 +384,25 @@ const GgufArch& gguf_arch_for(const GgufFile& g) {
   static const MiniCpmArch kMiniCpm;
   static const Olmo2Arch kOlmo2;
   static const GraniteArch kGranite;
+  static const std::vector<std::pair<std::string, const GgufArch*>> kTable = {
+      {"gemma3", &kGemma3}, {"granite", &kGranite}, {"llama", &kLlama}, {"minicpm", &kMiniCpm},
+      {"olmo2", &kOlmo2},   {"phi3", &kPhi3},       {"qwen3", &kQwen3}};
+  return kTable;
+}
+
+}  // namespace
+
+std::vector<std::string> supported_gguf_architectures() {
+  std::vector<std::string> names;
+  for (const auto& [name, arch] : arch_table()) names.push_back(name);
+  return names;
+}
+
+const GgufArch& gguf_arch_for(const GgufFile& g) {
   const std::string arch = g.req_string("general.architecture");
-  if (arch == "llama") return kLlama;
-  if (arch == "gemma3") return kGemma3;
-  if (arch == "qwen3") return kQwen3;
-  if (arch == "phi3") return kPhi3;
-  if (arch == "minicpm") return kMiniCpm;
-  if (arch == "olmo2") return kOlmo2;
-  if (arch == "granite") return kGranite;
+  for (const auto& [name, a] : arch_table()) {
+    if (name == arch) return *a;
+  }
   g.fail_key("general.architecture", fmt::format("unsupported architecture '{}' (supported: {})", arch,
                                                  fmt::join(supported_gguf_architectures(), ", ")));
 }

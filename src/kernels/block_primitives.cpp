@@ -148,12 +148,11 @@ void run_attention(const KernelContext& ctx, const AttentionBlockSpec& s, const 
       row_cap.push_back(rc.cap);
     }
     const int pos0 = rc.pos - (padded ? s.left_padding[b] : 0);
-    if (s.llama4_beta && !s.rope) llama4_scale_rows(s, q + static_cast<long>(b) * L * qd, L, qd, pos0);
     if (s.rope) {
       rope_rows(*s.rope, q + static_cast<long>(b) * L * qd, L, s.heads, s.head_dim, pos0);
       rope_rows(*s.rope, k + static_cast<long>(b) * L * kvd, L, s.kv_heads, s.head_dim, pos0);
-      if (s.llama4_beta) llama4_scale_rows(s, q + static_cast<long>(b) * L * qd, L, qd, pos0);
     }
+    if (s.llama4_beta) llama4_scale_rows(s, q + static_cast<long>(b) * L * qd, L, qd, pos0);  // after RoPE
     // Cache write: [kv_heads, cap, hd] rows pos..pos+L of this batch entry (float16 ones
     // rounded to nearest even, as MLX's astype).
     auto put = [&](void* cache, long row, const float* src) {

@@ -69,11 +69,7 @@ void widen_rows8(const QMatrixView& q, int t0, int t1, Tile<I>& t) {
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + 2 * ((static_cast<long>(g) * q.group / 2 + c) * C + r0)), v);
           } else {
             __m256i lo = _mm256_and_si256(v, _mm256_set1_epi16(0x0F)), hi = _mm256_srli_epi16(v, 4);
-            for (int b = 0; b < kPlanes; ++b) {
-              const uint32_t m = rows8::load_u32(src + 4L * q.group + 4L * (kPlanes * c + b));
-              lo = _mm256_or_si256(lo, rows8::spread16(m & 0xFFFF, static_cast<int16_t>(16 << b)));
-              hi = _mm256_or_si256(hi, rows8::spread16(m >> 16, static_cast<int16_t>(16 << b)));
-            }
+            rows8::add_planes<kPlanes>(lo, hi, src + 4L * q.group + 4L * kPlanes * c);
             const long p = (static_cast<long>(g) * q.group + 4 * c) / 2;
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + 2 * (p * C + r0)), lo);
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + 2 * ((p + 1) * C + r0)), hi);
@@ -91,7 +87,7 @@ void widen_rows8(const QMatrixView& q, int t0, int t1, Tile<I>& t) {
 // Rows [t0, t1) of q into the tile (rows past t1 up to a whole block are zero).
 template <class I, int BITS, ScaleType ST>
 void widen(const QMatrixView& q, int t0, int t1, Tile<I>& t) {
-  if constexpr (BITS == 4 || BITS == 5 || BITS == 6 || BITS == 8) {
+  if constexpr (rows8_bits(BITS)) {
     if (q.layout == QLayout::kRows8) return widen_rows8<I, BITS, ST>(q, t0, t1, t);
   }
   constexpr int C = I::kCols;

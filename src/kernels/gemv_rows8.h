@@ -46,6 +46,24 @@ inline uint32_t load_u32(const uint8_t* p) {
   return v;
 }
 
+// A 5/6-bit chunk's NP bit planes (at pl, a uint32 each) added to its widened low nibbles (lo:
+// plane bits 0..15) and high ones (hi: bits 16..31); MASKS: one AVX-512BW/VL masked add per
+// half, else spread16.
+template <int NP, bool MASKS = false>
+inline void add_planes(__m256i& lo, __m256i& hi, const uint8_t* pl) {
+  for (int b = 0; b < NP; ++b) {
+    const uint32_t m = load_u32(pl + 4 * b);
+    const auto val = static_cast<int16_t>(16 << b);
+    if constexpr (MASKS) {
+      lo = _mm256_mask_add_epi16(lo, static_cast<__mmask16>(m), lo, _mm256_set1_epi16(val));
+      hi = _mm256_mask_add_epi16(hi, static_cast<__mmask16>(m >> 16), hi, _mm256_set1_epi16(val));
+    } else {
+      lo = _mm256_or_si256(lo, spread16(m & 0xFFFF, val));
+      hi = _mm256_or_si256(hi, spread16(m >> 16, val));
+    }
+  }
+}
+
 inline int32_t pair_bits(const int16_t* x) {
   int32_t v;
   std::memcpy(&v, x, sizeof v);
@@ -73,21 +91,11 @@ struct Lanes8 {
   }
   static vi low4(vi v) { return _mm256_and_si256(v, _mm256_set1_epi16(0x0F)); }
   static vi high4(vi v) { return _mm256_srli_epi16(v, 4); }
-  // A 5/6-bit chunk's NP bit planes (at pl, a uint32 each) added to its widened low nibbles
-  // (lo: plane bits 0..15) and high ones (hi: bits 16..31).
+  // A 5/6-bit chunk's bit planes into its widened halves (add_planes; masked adds where I
+  // declares kMaskRegisters).
   template <int NP>
   static void planes(vi& lo, vi& hi, const uint8_t* pl, long /*block_bytes*/) {
-    for (int b = 0; b < NP; ++b) {
-      const uint32_t m = load_u32(pl + 4 * b);
-      const auto val = static_cast<int16_t>(16 << b);
-      if constexpr (requires { I::kMaskRegisters; }) {  // AVX-512BW/VL: a masked add per half
-        lo = _mm256_mask_add_epi16(lo, static_cast<__mmask16>(m), lo, _mm256_set1_epi16(val));
-        hi = _mm256_mask_add_epi16(hi, static_cast<__mmask16>(m >> 16), hi, _mm256_set1_epi16(val));
-      } else {
-        lo = _mm256_or_si256(lo, spread16(m & 0xFFFF, val));
-        hi = _mm256_or_si256(hi, spread16(m >> 16, val));
-      }
-    }
+    add_planes<NP, requires { I::kMaskRegisters; }>(lo, hi, pl);
   }
   static vi pair(const int16_t* x) { return _mm256_set1_epi32(pair_bits(x)); }
   static vi dot2(vi acc, vi w, vi x) { return I::dot2(acc, w, x); }

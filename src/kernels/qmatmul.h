@@ -53,10 +53,11 @@ inline int rows8_row_words(int k, int bits, int group, ScaleType st) {
 inline int rows8_k(long row_words, int bits, int group, ScaleType st) {
   return static_cast<int>(row_words * 32 / rows8_group_bytes(bits, group, st) * group);
 }
-// Whether a matrix of n rows can take kRows8 (4, 5, 6 and 8 bits, whole blocks of 8 rows).
+// The widths kRows8 holds: 4, 5, 6 and 8 bits.
+constexpr bool rows8_bits(int bits) { return bits == 4 || bits == 5 || bits == 6 || bits == 8; }
+// Whether a matrix of n rows can take kRows8 (those widths, whole blocks of 8 rows).
 inline bool rows8_supported(int bits, int group, int n) {
-  return (bits == 4 || bits == 5 || bits == 6 || bits == 8) && (group == 32 || group == 64 || group == 128) && n > 0 &&
-         n % 8 == 0;
+  return rows8_bits(bits) && (group == 32 || group == 64 || group == 128) && n > 0 && n % 8 == 0;
 }
 // Bit planes a kRows8 value keeps beside its low nibble (5-bit: 1, 6-bit: 2; 4/8-bit: none).
 constexpr int rows8_planes(int bits) { return bits == 5 || bits == 6 ? bits - 4 : 0; }

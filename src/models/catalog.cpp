@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "artifacts/checkpoint.h"
 #include "core/errors.h"
 #include "models/registry.h"
 
@@ -19,14 +20,6 @@ namespace {
 std::string env_or(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::string(v) : std::string();
-}
-
-bool has_weights(const fs::path& dir) {
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().extension() == ".safetensors") return true;
-  }
-  return false;
 }
 
 uintmax_t folder_bytes(const fs::path& dir) {
@@ -139,7 +132,13 @@ SnapshotInfo describe_snapshot(const fs::path& dir) {
   } else {
     info.why_not = fmt::format("model_type '{}' is not supported", info.model_type);
   }
-  if (info.why_not.empty() && !has_weights(dir)) info.why_not = "no *.safetensors weights";
+  if (info.why_not.empty()) {
+    try {  // the files load_model would read
+      if (find_weight_files(dir).empty()) info.why_not = "no *.safetensors weights";
+    } catch (const Error& e) {
+      info.why_not = e.what();
+    }
+  }
   if (info.why_not.empty() && !fs::exists(dir / "tokenizer.json")) info.why_not = "no tokenizer.json";
   return info;
 }

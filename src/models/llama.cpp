@@ -178,6 +178,7 @@ class Attention {
     if (q_norm_) {
       f.q_norm = q_norm_->weight();
       f.k_norm = k_norm_->weight();
+      f.qk_norm_full = full_qk_norm_;
     }
     if (llama4_beta_) {
       f.llama4_beta = static_cast<float>(*llama4_beta_);
@@ -224,14 +225,12 @@ class Block {
         residual_scale_(static_cast<float>(a.residual_scale)) {}
 
   mx::array operator()(const mx::array& x, const AttentionMask& mask, KVCacheBase* cache) const {
+    std::optional<mx::array> h;
+    if (fast_ && !sliding_) h = fused_attention_block(x, attn_layer(), cache, fast_);
     if (sandwich_) {  // olmo2: in_norm_ / post_norm_ hold post_attention / post_feedforward_layernorm
-      std::optional<mx::array> h;
-      if (fast_) h = fused_attention_block(x, attn_layer(), cache, fast_);
       if (!h) h = mx::add(x, in_norm_(attn_(x, mask, cache)));
       return mx::add(*h, post_norm_(mlp_(*h)));
     }
-    std::optional<mx::array> h;
-    if (fast_ && !sliding_) h = fused_attention_block(x, attn_layer(), cache, fast_);
     if (!h) h = mx::add(x, scaled(attn_(in_norm_(x), mask, cache)));
     return mlp_.residual(*h, post_norm_, fast_, residual_scale_);
   }
@@ -271,10 +270,9 @@ class Block {
   FusedAttentionLayer attn_layer() const {
     auto f = attn_.fused_layer(in_norm_);
     f.residual_scale = residual_scale_;
-    if (sandwich_) {  // olmo2: x + post_attention_layernorm(attn(x)), q/k norms over all heads
+    if (sandwich_) {  // olmo2: x + post_attention_layernorm(attn(x))
       f.pre_norm = false;
       f.post_norm = in_norm_.weight();
-      f.qk_norm_full = true;
     }
     return f;
   }

@@ -24,12 +24,11 @@ QuantizedWeight QuantizedWeight::take(const LoadContext& ctx, const std::string&
     // the 16-bit scales or else float32 ones (a GGUF Q4_K's are not float16 values: in MLX's
     // layout Gemma 3's o_proj and down_proj took the GEMM, widening their tiles every step, in
     // decode steps of more than 8 sequences).
+    // (fast_path_layout declines scales and biases of different types.)
     const mx::array& s = kept ? kept->first : scales;
     const mx::array& b = kept ? kept->second : *biases;
-    if (kept || scales.dtype() == mx::float32) {
-      if (auto r = kernels::fast_path_layout(w, s, b, spec.bits, spec.group_size, ctx.fast)) {
-        return QuantizedWeight{(*r)[0], (*r)[1], (*r)[2], spec, ctx.fast};
-      }
+    if (auto r = kernels::fast_path_layout(w, s, b, spec.bits, spec.group_size, ctx.fast)) {
+      return QuantizedWeight{(*r)[0], (*r)[1], (*r)[2], spec, ctx.fast};
     }
     if (kept) return QuantizedWeight{w, kept->first, kept->second, spec, ctx.fast};
   }

@@ -82,6 +82,7 @@ mx::array yarn_freqs(const RopeParams& p, const JsonView& s, double* mscale_out)
 // sequence length (mlx-lm never switches to short_factor), and the input scale
 // sqrt(1 + log(factor) / log(original)) where max_position_embeddings / original > 1.
 mx::array su_freqs(const RopeParams& p, const JsonView& s, double* mscale_out) {
+  if (!s.has("long_factor")) s.fail("long_factor", "missing (su/longrope rope_scaling needs it)");
   if (!s.has("short_factor")) s.fail("short_factor", "missing (su/longrope rope_scaling needs it)");
   if (!p.max_position_embeddings) s.fail("type", "su/longrope needs max_position_embeddings");
   const double orig = p.original_max_position_embeddings
@@ -133,7 +134,6 @@ Rope Rope::create(const RopeParams& p, const std::optional<JsonView>& scaling) {
   } else if (r.type_ == "yarn") {
     r.freqs_ = yarn_freqs(p, *scaling, &r.mscale_);
   } else if (r.su()) {
-    if (!scaling->has("long_factor")) scaling->fail("long_factor", "missing (su/longrope rope_scaling needs it)");
     r.p_.traditional = false;  // SuScaledRoPE always rotates halves
     r.freqs_ = su_freqs(p, *scaling, &r.mscale_);
   } else {

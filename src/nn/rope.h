@@ -20,7 +20,7 @@ struct RopeParams {
   bool traditional = false;
   std::optional<int64_t> max_position_embeddings;
   // su/longrope: phi3 reads it from the config's top level; otherwise rope_scaling's own.
-  std::optional<int64_t> original_max_position_embeddings;
+  std::optional<int64_t> original_max_position_embeddings = std::nullopt;
 };
 
 class Rope {
