@@ -1,5 +1,6 @@
 #include "kernels/array_access.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <mlx/types/bf16.h>
@@ -10,6 +11,32 @@
 namespace mx = mlx::core;
 
 namespace mlxcpp::kernels {
+
+namespace {
+
+template <class T>
+long row_index(const mx::array& ids, size_t i, long rows) {
+  long loc = 0;
+  for (int ax = ids.ndim() - 1; ax >= 0; --ax) {
+    loc += static_cast<long>(i % ids.shape(ax)) * ids.strides()[ax];
+    i /= ids.shape(ax);
+  }
+  long id = static_cast<long>(ids.data<T>()[loc]);
+  if (id < 0) id += rows;               // take's negative indices
+  return std::clamp(id, 0L, rows - 1);  // never read outside the table
+}
+
+}  // namespace
+
+long row_index_any(const mx::array& ids, size_t i, long rows) {
+  switch (ids.dtype()) {
+    case mx::int32: return row_index<int32_t>(ids, i, rows);
+    case mx::uint32: return row_index<uint32_t>(ids, i, rows);
+    case mx::int64: return row_index<int64_t>(ids, i, rows);
+    default: return row_index<uint64_t>(ids, i, rows);
+  }
+}
+
 
 bool is_contiguous_f32(const mx::array& a) { return a.dtype() == mx::float32 && a.flags().row_contiguous; }
 

@@ -31,6 +31,10 @@ struct ScalePair {
 ScalePair scale_pair(const mlx::core::array& s, const mlx::core::array& b, std::vector<float>& s_scratch,
                      std::vector<float>& b_scratch);
 
+// Element i (row-major order) of the integer array `ids`, whatever its strides, as a row of a
+// table of `rows` (negative ids wrap as take's; clamped into the table).
+long row_index_any(const mlx::core::array& ids, size_t i, long rows);
+
 // Whether `a` is float32 and row-contiguous (usable in place).
 bool is_contiguous_f32(const mlx::core::array& a);
 
@@ -40,6 +44,11 @@ bool is_contiguous_f32(const mlx::core::array& a);
 inline bool is_rows8(const mlx::core::array& w, const mlx::core::array& scales) {
   return scales.size() == 0 && w.size() > 0;
 }
+// What a stock op given kRows8 arrays reports.
+inline constexpr const char* kRows8Stock =
+    "[fast path] these quantized weights were repacked at load for the CPU fast path's kernels (kRows8 layout); "
+    "stock MLX ops (a GPU stream, a non-float input) cannot read them: load the model with --mlx-layout, with "
+    "--parity, or for that device";
 // The number of columns (k) of a quantized matrix in either layout.
 int quantized_k(const mlx::core::array& w, const mlx::core::array& scales, int bits, int group);
 // The kernels' view of a quantized matrix in either layout (MLX layout: scales and biases

@@ -19,15 +19,6 @@ namespace mx = mlx::core;
 
 namespace mlxcpp::kernels {
 
-namespace {
-
-constexpr const char* kRows8Stock =
-    "[fast path] these quantized weights were repacked at load for the CPU fast path's kernels (kRows8 layout); "
-    "stock MLX ops (a GPU stream, a non-float input) cannot read them: load the model with --mlx-layout, with "
-    "--parity, or for that device";
-
-}  // namespace
-
 bool use_fast(const FastPath& fast) {
   return fast && mx::default_device() == mx::Device::cpu;
 }

@@ -115,31 +115,6 @@ bool ArgmaxPrimitive::is_equivalent(const mx::Primitive& other) const {
   return o && o->ctx_ == ctx_;
 }
 
-namespace {
-
-// Element i (row-major order) of `ids`, whatever its strides, as a row of a table of `rows`.
-template <class T>
-long row_index(const mx::array& ids, size_t i, long rows) {
-  long loc = 0;
-  for (int ax = ids.ndim() - 1; ax >= 0; --ax) {
-    loc += static_cast<long>(i % ids.shape(ax)) * ids.strides()[ax];
-    i /= ids.shape(ax);
-  }
-  long id = static_cast<long>(ids.data<T>()[loc]);
-  if (id < 0) id += rows;               // take's negative indices
-  return std::clamp(id, 0L, rows - 1);  // never read outside the table
-}
-
-long row_index_any(const mx::array& ids, size_t i, long rows) {
-  switch (ids.dtype()) {
-    case mx::int32: return row_index<int32_t>(ids, i, rows);
-    case mx::uint32: return row_index<uint32_t>(ids, i, rows);
-    case mx::int64: return row_index<int64_t>(ids, i, rows);
-    default: return row_index<uint64_t>(ids, i, rows);
-  }
-}
-
-}  // namespace
 
 void QuantizedTakePrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
   auto& enc = begin_unary(stream(), inputs, out);

@@ -25,11 +25,11 @@ namespace {
 // A kRows8 matrix: the integer-dot GEMV (<= kI16MaxRows rows of x, kDecodeGemvMaxRows decode
 // rows) or GEMM (which widens its tiles from either layout); otherwise (scalar ISA, float
 // products) the portable path, which dequantizes its rows.
-QKernel pick_rows8(Isa isa, int bits, ScaleType st, int m, bool int_dot, bool decode) {
+QKernel pick_rows8(Isa isa, int bits, ScaleType st, int m, bool int_dot, bool decode, bool gemm_rows) {
   QKernel k;
   if (!int_dot || isa == Isa::kScalar) {
     // the portable path below
-  } else if (m <= (decode ? kDecodeGemvMaxRows : kI16MaxRows)) {
+  } else if (!gemm_rows && m <= (decode ? kDecodeGemvMaxRows : kI16MaxRows)) {
     k = isa == Isa::kAvx512 && has_avx512_vnni() ? qmatmul_kernel_vnni_rows8(bits, st) : qmatmul_kernel_avx2_rows8(bits, st);
   } else {
     k = isa == Isa::kAvx512 && has_avx512_vnni() ? qmatmul_kernel_avx512_i16_gemm(bits, st)
@@ -38,12 +38,14 @@ QKernel pick_rows8(Isa isa, int bits, ScaleType st, int m, bool int_dot, bool de
   return k.rows ? k : qmatmul_kernel_scalar(bits, st);
 }
 
+// gemm_rows: the prompt GEMM whatever m (QJob::gemm_rows).
 QKernel pick(Isa isa, int bits, ScaleType st, int m, bool int_dot, QLayout layout = QLayout::kMlx,
-             bool decode = false) {
-  if (layout == QLayout::kRows8) return pick_rows8(isa, bits, st, m, int_dot, decode);
+             bool decode = false, bool gemm_rows = false) {
+  if (layout == QLayout::kRows8) return pick_rows8(isa, bits, st, m, int_dot, decode, gemm_rows);
   QKernel k;
-  if (int_dot && isa != Isa::kScalar && m <= kI16MaxRows) k = qmatmul_kernel_avx2_i16(bits, st);
-  if (int_dot && isa != Isa::kScalar && m > kI16MaxRows) {
+  const bool gemm = gemm_rows || m > kI16MaxRows;
+  if (int_dot && isa != Isa::kScalar && !gemm) k = qmatmul_kernel_avx2_i16(bits, st);
+  if (int_dot && isa != Isa::kScalar && gemm) {
     k = isa == Isa::kAvx512 && has_avx512_vnni() ? qmatmul_kernel_avx512_i16_gemm(bits, st)
                                                  : qmatmul_kernel_avx2_i16_gemm(bits, st);
   }
@@ -107,7 +109,7 @@ void qmatmul_many(const KernelContext& ctx, const QJob* jobs, int count) {
   for (int j = 0; j < count; ++j) {
     auto& p = prep[j];
     const auto& q = jobs[j].q;
-    p.kern = pick(ctx.isa(), q.bits, q.stype, jobs[j].m, ctx.int_dot(), q.layout, jobs[j].decode);
+    p.kern = pick(ctx.isa(), q.bits, q.stype, jobs[j].m, ctx.int_dot(), q.layout, jobs[j].decode, jobs[j].gemm_rows);
     // Products of one x (q/k/v, gate/up) share its prepared form.
     int same = -1;
     for (int i = 0; i < j && same < 0; ++i) {

@@ -157,6 +157,10 @@ struct QJob {
   int m;
   float* out;
   bool decode = false;  // as qmatmul's
+  // Every row through the prompt GEMM (int16 levels per quantization group), whatever m: each
+  // row then comes out the same in any company (a mixture of experts' per-expert products,
+  // whose row counts depend on the other tokens of the batch). Not with decode.
+  bool gemm_rows = false;
 };
 void qmatmul_many(const KernelContext& ctx, const QJob* jobs, int count);
 

@@ -8,6 +8,7 @@
 
 #include "artifacts/weight_map.h"
 #include "core/json_file.h"
+#include "nn/moe.h"
 #include "nn/rope.h"
 
 namespace mlxcpp {
@@ -19,8 +20,16 @@ struct LlamaArgs {
   bool qkv_bias = false, o_bias = false, mlp_bias = false, tie = true;
   bool qk_norm = false;    // qwen3
   bool qk_norm_full = false;  // olmo2: q/k RMSNorm over the whole projection (before the head reshape)
-  bool sandwich = false;      // olmo2: no input norm; post_attention/post_feedforward norms on the branches
-  bool fused_qkv = false;  // phi3: qkv_proj and gate_up_proj in the checkpoint
+  // Each layer's norms by name: before the attention and MLP branches, and of their outputs
+  // (before the residual add); empty = none. olmo2 has only output norms, glm4 both.
+  struct Norms {
+    std::string attn_in = "input_layernorm", mlp_in = "post_attention_layernorm", attn_out, mlp_out;
+  } norms;
+  bool fused_qkv = false;      // phi3: qkv_proj and gate_up_proj in the checkpoint
+  bool fused_gate_up = false;  // phi3, glm4: gate_up_proj in the checkpoint
+  // qwen3_moe, glm4_moe: the sparse MLP's config and which layers have it (the others dense).
+  std::optional<MoeArgs> moe;
+  std::vector<bool> moe_layers;
   // minicpm: embeddings * embed_scale, residual branches * residual_scale, the untied head's
   // input / logit_divisor (1: none).
   double embed_scale = 1.0, residual_scale = 1.0, logit_divisor = 1.0;
@@ -50,12 +59,26 @@ void parse_granite(const JsonView& c, LlamaArgs& a);
 // ministral3.py: rope_parameters (rope_theta, the scaling, llama_4_scaling_beta,
 // original_max_position_embeddings) required.
 void parse_ministral3(const JsonView& c, LlamaArgs& a);
+// qwen3_moe.py: num_experts, num_experts_per_tok, decoder_sparse_step, mlp_only_layers,
+// moe_intermediate_size, norm_topk_prob (plain RoPE: rope_scaling unread).
+void parse_qwen3_moe(const JsonView& c, LlamaArgs& a);
+// glm4.py: attention_bias, partial_rotary_factor, rope_theta, rope_traditional (default true);
+// glm4_moe.py: the same (RoPE never traditional) plus use_qk_norm and the MoE's fields
+// (n_routed_experts, num_experts_per_tok, n_group, topk_group, routed_scaling_factor,
+// n_shared_experts, first_k_dense_replace, norm_topk_prob, moe_intermediate_size).
+void parse_glm4(const JsonView& c, LlamaArgs& a);
+// The sanitize of qwen3_moe.py / glm4_moe.py: per-expert tensors (mlp.experts.E.gate_proj.weight,
+// .scales, .biases, ...) stacked into mlp.switch_mlp.*; glm4_moe's multi-token-prediction layer
+// (model.layers.<num_hidden_layers>) dropped.
+void stack_experts(WeightMap& w, const LlamaArgs& a);
+
 // mistral3.py's sanitize for the text model: language_model.* (and an HF checkpoint's
 // model.language_model.*) to the llama names, the vision tower and projector dropped.
 void mistral3_text_weights(WeightMap& w);
 
-// phi3: each layer's qkv_proj rows -> q_proj, k_proj, v_proj and gate_up_proj -> gate_proj,
-// up_proj (weight, scales, biases alike: rows are independent), so the layers load as llama's.
+// phi3: each layer's qkv_proj rows -> q_proj, k_proj, v_proj, and (phi3, glm4) gate_up_proj ->
+// gate_proj, up_proj (weight, scales, biases alike: rows are independent), so the layers load
+// as llama's.
 void split_fused_projections(WeightMap& w, const LlamaArgs& a);
 // minicpm.py's sanitize: a checkpoint without lm_head.weight uses the embedding's (always
 // untied: a tied minicpm is a ConfigError, as mlx-lm cannot load one).

@@ -5,13 +5,16 @@
 // minicpm.py (scaled embeddings, residuals and logits; see family_args.cpp), olmo2.py (q/k
 // RMSNorm over the whole projection, no input norms: the branches' outputs normed before the
 // residual add) and granite.py (multiplied embeddings/residuals, attention_multiplier as the
-// scale, logits / logits_scaling), ministral3.py (queries * llama-4 attention temperature) and
-// mistral3.py's text model.
+// scale, logits / logits_scaling), ministral3.py (queries * llama-4 attention temperature),
+// mistral3.py's text model, qwen3_moe.py (qwen3 with sparse MLPs, nn/moe.h), glm4.py (q/k/v
+// biases, fused gate_up_proj, input and output norms on both branches, partial traditional RoPE)
+// and glm4_moe.py (q/k norms, partial RoPE, dense first layers then sparse MLPs).
 // Reads: hidden_size, num_hidden_layers, intermediate_size, num_attention_heads,
 // num_key_value_heads, head_dim, rms_norm_eps, vocab_size, rope_theta, rope_traditional,
 // rope_scaling, max_position_embeddings, attention_bias, mlp_bias, tie_word_embeddings,
 // layer_types, sliding_window, no_rope_layers, no_rope_layer_interval (+ family_args.cpp's).
 #include <cmath>
+#include <functional>
 #include <optional>
 
 #include <fmt/format.h>
@@ -24,6 +27,7 @@
 #include "nn/embedding.h"
 #include "nn/fused_attention.h"
 #include "nn/mlp.h"
+#include "nn/moe.h"
 #include "nn/norm.h"
 #include "nn/rope.h"
 
@@ -35,22 +39,25 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
   LlamaArgs a;
   a.model_type = c.req_string("model_type");
   const bool qwen2 = a.model_type == "qwen2";
-  const bool qwen3 = a.model_type == "qwen3";
+  const bool qwen3_moe = a.model_type == "qwen3_moe";
+  const bool qwen3 = a.model_type == "qwen3" || qwen3_moe;  // qwen3_moe: qwen3's attention
   const bool phi3 = a.model_type == "phi3", minicpm = a.model_type == "minicpm";
   const bool olmo2 = a.model_type == "olmo2", granite = a.model_type == "granite";
   const bool ministral3 = a.model_type == "ministral3";
+  const bool glm4 = a.model_type == "glm4" || a.model_type == "glm4_moe";
   // Families whose mlx-lm file has no biases (ministral3 also head_dim or hidden / heads, and
   // sliding layers; the others head_dim = hidden / heads and no sliding layers).
   const bool plain = phi3 || minicpm || ministral3;
   a.qk_norm = qwen3;
-  a.qk_norm_full = a.sandwich = olmo2;
+  a.qk_norm_full = olmo2;
+  if (olmo2) a.norms = {"", "", "post_attention_layernorm", "post_feedforward_layernorm"};
   a.hidden = c.req_int32("hidden_size");
   a.layers = c.req_int32("num_hidden_layers");
   a.intermediate = c.req_int32("intermediate_size");
   a.heads = c.req_int32("num_attention_heads");
   a.eps = static_cast<float>(c.req_number("rms_norm_eps"));
   a.vocab = c.req_int32("vocab_size");
-  if (qwen2 || qwen3 || minicpm || granite) a.kv_heads = c.req_int32("num_key_value_heads");
+  if (qwen2 || qwen3 || minicpm || granite || glm4) a.kv_heads = c.req_int32("num_key_value_heads");
   else a.kv_heads = c.int32_or("num_key_value_heads", a.heads);
   if (a.hidden <= 0 || a.layers <= 0 || a.heads <= 0 || a.vocab <= 0 || a.intermediate <= 0) {
     c.fail("hidden_size", "hidden_size, num_hidden_layers, num_attention_heads, intermediate_size and vocab_size must be positive");
@@ -58,7 +65,7 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
   if (a.kv_heads <= 0 || a.heads % a.kv_heads != 0) {
     c.fail("num_key_value_heads", fmt::format("{} must divide num_attention_heads ({})", a.kv_heads, a.heads));
   }
-  a.head_dim = (qwen2 || phi3 || minicpm || granite) ? a.hidden / a.heads : qwen3 ? c.req_int32("head_dim") : c.int32_or("head_dim", a.hidden / a.heads);
+  a.head_dim = (qwen2 || phi3 || minicpm || granite) ? a.hidden / a.heads : (qwen3 || glm4) ? c.req_int32("head_dim") : c.int32_or("head_dim", a.hidden / a.heads);
   if (a.head_dim <= 0) c.fail("head_dim", "must be positive");
   a.qkv_bias = qwen2 ? true : (qwen3 || plain) ? false : c.bool_or("attention_bias", false);
   a.o_bias = (qwen2 || qwen3 || plain) ? false : a.qkv_bias;
@@ -77,6 +84,7 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
     if (c.has("rope_theta")) a.rope.base = c.req_number("rope_theta");
     else if (nested && params->has("rope_theta")) a.rope.base = params->req_number("rope_theta");
     else c.fail("rope_theta", "missing from the model config");
+    if (qwen3_moe) parse_qwen3_moe(c, a);
   } else if (phi3) {
     parse_phi3(c, a);
   } else if (minicpm) {
@@ -85,6 +93,8 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
     parse_granite(c, a);
   } else if (ministral3) {
     parse_ministral3(c, a);
+  } else if (glm4) {
+    parse_glm4(c, a);
   } else {
     a.rope.base = c.number_or("rope_theta", qwen2 ? 1000000.0 : 10000.0);
   }
@@ -92,7 +102,7 @@ LlamaArgs LlamaArgs::parse(const JsonView& c) {
   a.sliding.assign(a.layers, false);
   a.use_rope.assign(a.layers, true);
   // qwen3.py ignores layer_types / sliding_window (every layer attends fully).
-  const bool full_only = qwen2 || qwen3 || phi3 || minicpm || olmo2 || granite;  // no sliding layers in their mlx-lm files
+  const bool full_only = qwen2 || qwen3 || phi3 || minicpm || olmo2 || granite || glm4;  // no sliding layers in their mlx-lm files
   if (!full_only && c.has("layer_types")) {
     const auto& lt = c.node()["layer_types"];
     if (!lt.is_array() || lt.size() != static_cast<size_t>(a.layers)) {
@@ -212,68 +222,93 @@ class Attention {
   }
 };
 
+// A layer's attention mask, made on first use: layers that only the fused blocks attend (all of
+// a ragged batch's, whose cache makes no mask) never ask for it.
+class LazyMask {
+ public:
+  explicit LazyMask(std::function<AttentionMask()> make) : make_(std::move(make)) {}
+  const AttentionMask& get() const {
+    if (!mask_) mask_ = make_();
+    return *mask_;
+  }
+
+ private:
+  std::function<AttentionMask()> make_;
+  mutable std::optional<AttentionMask> mask_;
+};
+
+// One decoder layer: attention then MLP (dense, or sparse where the config puts experts), each
+// branch with its input and/or output norm as LlamaArgs::Norms names them.
 class Block {
  public:
   Block(const LlamaArgs& a, const LoadContext& ctx, int i)
       : attn_(a, ctx, fmt::format("model.layers.{}.self_attn", i), a.use_rope[i]),
-        mlp_(SwiGLUMLP::load(ctx, fmt::format("model.layers.{}.mlp", i), a.hidden, a.intermediate, a.mlp_bias)),
-        in_norm_(RMSNorm::load(ctx, fmt::format("model.layers.{}.{}", i, a.sandwich ? "post_attention_layernorm" : "input_layernorm"), a.hidden, a.eps)),
-        post_norm_(RMSNorm::load(ctx, fmt::format("model.layers.{}.{}", i, a.sandwich ? "post_feedforward_layernorm" : "post_attention_layernorm"), a.hidden, a.eps)),
+        attn_in_(norm(a, ctx, i, a.norms.attn_in)),
+        mlp_in_(norm(a, ctx, i, a.norms.mlp_in)),
+        attn_out_(norm(a, ctx, i, a.norms.attn_out)),
+        mlp_out_(norm(a, ctx, i, a.norms.mlp_out)),
         fast_(ctx.fast),
         sliding_(a.sliding[i]),
-        sandwich_(a.sandwich),
-        residual_scale_(static_cast<float>(a.residual_scale)) {}
+        residual_scale_(static_cast<float>(a.residual_scale)) {
+    const auto mlp = fmt::format("model.layers.{}.mlp", i);
+    if (a.moe && a.moe_layers[i]) moe_ = SparseMoe::load(ctx, mlp, a.hidden, *a.moe);
+    else mlp_ = SwiGLUMLP::load(ctx, mlp, a.hidden, a.intermediate, a.mlp_bias);
+  }
 
-  mx::array operator()(const mx::array& x, const AttentionMask& mask, KVCacheBase* cache) const {
+  mx::array operator()(const mx::array& x, const LazyMask& mask, KVCacheBase* cache) const {
     std::optional<mx::array> h;
     if (fast_ && !sliding_) h = fused_attention_block(x, attn_layer(), cache, fast_);
-    if (sandwich_) {  // olmo2: in_norm_ / post_norm_ hold post_attention / post_feedforward_layernorm
-      if (!h) h = mx::add(x, in_norm_(attn_(x, mask, cache)));
-      return mx::add(*h, post_norm_(mlp_(*h)));
+    if (!h) {
+      auto r = attn_(attn_in_ ? (*attn_in_)(x) : x, mask.get(), cache);
+      h = mx::add(x, scaled(attn_out_ ? (*attn_out_)(r) : r));
     }
-    if (!h) h = mx::add(x, scaled(attn_(in_norm_(x), mask, cache)));
-    return mlp_.residual(*h, post_norm_, fast_, residual_scale_);
+    if (moe_) return moe_->residual(*h, *mlp_in_);
+    if (mlp_in_ && !mlp_out_) return mlp_->residual(*h, *mlp_in_, fast_, residual_scale_);
+    auto r = (*mlp_)(mlp_in_ ? (*mlp_in_)(*h) : *h);
+    return mx::add(*h, scaled(mlp_out_ ? (*mlp_out_)(r) : r));  // olmo2, glm4
   }
 
   // The layer as fused_decoder_stack takes it (the fused blocks skip sliding-window layers,
-  // whose rotating caches they don't cover).
+  // whose rotating caches they don't cover, and sparse MLPs).
   std::optional<FusedDecoderLayer> fused_layer() const {
-    if (sliding_) return std::nullopt;
-    auto mlp = mlp_.fused_layer(post_norm_, residual_scale_);
-    if (sandwich_) {  // olmo2: h + post_feedforward_layernorm(mlp(h))
-      mlp.pre_norm = false;
-      mlp.post_norm = post_norm_.weight();
-    }
+    if (sliding_ || moe_) return std::nullopt;
+    auto mlp = mlp_->fused_layer(mlp_in_ ? *mlp_in_ : *mlp_out_, residual_scale_);
+    mlp.pre_norm = mlp_in_.has_value();
+    if (mlp_out_) mlp.post_norm = mlp_out_->weight();
     return FusedDecoderLayer{attn_layer(), std::move(mlp)};
   }
 
   void collect(std::vector<mx::array>& out) const {
     attn_.collect(out);
-    mlp_.collect(out);
-    in_norm_.collect(out);
-    post_norm_.collect(out);
+    if (mlp_) mlp_->collect(out);
+    if (moe_) moe_->collect(out);
+    for (const auto* n : {&attn_in_, &mlp_in_, &attn_out_, &mlp_out_}) {
+      if (*n) (*n)->collect(out);
+    }
   }
 
  private:
   Attention attn_;
-  SwiGLUMLP mlp_;
-  RMSNorm in_norm_, post_norm_;
+  std::optional<SwiGLUMLP> mlp_;
+  std::optional<SparseMoe> moe_;
+  std::optional<RMSNorm> attn_in_, mlp_in_, attn_out_, mlp_out_;
   kernels::FastPath fast_;  // null in parity mode
   bool sliding_;
-  bool sandwich_;  // olmo2 (the fused blocks without their input norms, with post-norms)
   float residual_scale_;  // minicpm: x + r * (scale_depth / sqrt(layers)); 1 elsewhere
 
+  static std::optional<RMSNorm> norm(const LlamaArgs& a, const LoadContext& ctx, int i, const std::string& name) {
+    if (name.empty()) return std::nullopt;
+    return RMSNorm::load(ctx, fmt::format("model.layers.{}.{}", i, name), a.hidden, a.eps);
+  }
   // r * residual_scale (a Python float: weakly typed, so r keeps its dtype); r itself at 1.
   mx::array scaled(const mx::array& r) const {
-    return residual_scale_ == 1.0f ? r : mx::multiply(r, mx::array(residual_scale_, r.dtype()));
+    return residual_scale_ == 1.f ? r : mx::multiply(r, mx::array(residual_scale_, r.dtype()));
   }
   FusedAttentionLayer attn_layer() const {
-    auto f = attn_.fused_layer(in_norm_);
+    auto f = attn_.fused_layer(attn_in_ ? *attn_in_ : *attn_out_);
     f.residual_scale = residual_scale_;
-    if (sandwich_) {  // olmo2: x + post_attention_layernorm(attn(x))
-      f.pre_norm = false;
-      f.post_norm = in_norm_.weight();
-    }
+    f.pre_norm = attn_in_.has_value();
+    if (attn_out_) f.post_norm = attn_out_->weight();
     return f;
   }
 };
@@ -309,9 +344,8 @@ class LlamaModel final : public Model {
     } else {
       const int n = h.shape(1);
       auto cache_at = [&](int i) -> KVCacheBase* { return caches ? (*caches)[i].get() : nullptr; };
-      AttentionMask fa_mask = create_attention_mask(n, cache_at(fa_idx_));
-      AttentionMask swa_mask;
-      if (swa_idx_ >= 0) swa_mask = create_attention_mask(n, cache_at(swa_idx_), args_.sliding_window);
+      LazyMask fa_mask([&] { return create_attention_mask(n, cache_at(fa_idx_)); });
+      LazyMask swa_mask([&] { return create_attention_mask(n, cache_at(swa_idx_), args_.sliding_window); });
       for (int i = 0; i < args_.layers; ++i) {
         h = blocks_[i](h, args_.sliding[i] ? swa_mask : fa_mask, cache_at(i));
       }
@@ -367,7 +401,8 @@ std::unique_ptr<Model> load_llama(const Checkpoint& ckpt, const LoadContext& ctx
   }
   auto args = LlamaArgs::parse(mistral3 ? root.at("text_config") : root);
   if (mistral3 && !root.at("text_config").has("tie_word_embeddings")) args.tie = false;
-  if (args.fused_qkv) split_fused_projections(ctx.weights, args);
+  if (args.fused_qkv || args.fused_gate_up) split_fused_projections(ctx.weights, args);
+  stack_experts(ctx.weights, args);
   if (args.model_type == "minicpm") minicpm_default_head(ctx.weights, args);
   if (mistral3) mistral3_text_weights(ctx.weights);
   return std::make_unique<LlamaModel>(std::move(args), ctx);

@@ -28,6 +28,9 @@ const std::vector<FamilyRecord>& families() {
       {"granite", "llama", load_llama},
       {"ministral3", "llama", load_llama},
       {"mistral3", "llama", load_llama},
+      {"qwen3_moe", "llama", load_llama},
+      {"glm4", "llama", load_llama},
+      {"glm4_moe", "llama", load_llama},
       {"gemma3_text", "gemma3", load_gemma3},
       {"gemma3", "gemma3", load_gemma3},
   };
@@ -48,7 +51,9 @@ std::vector<FamilySummary> family_summaries() {
   static const std::vector<std::pair<std::string, std::string>> kCapabilities = {
       {"llama", "text; sliding-window layers (mistral/qwen2 configs), NoPE layers (smollm3), q/k norms (qwen3, "
                 "olmo2), fused qkv/gate_up and longrope (phi3), scaled embeddings/residuals/logits (minicpm, granite), "
-                "post-norms (olmo2), query temperature (ministral3), mistral3's text model; GGUF import"},
+                "post-norms (olmo2), query temperature (ministral3), mistral3's text model, mixture of experts (qwen3_moe: "
+                "softmax router; glm4_moe: grouped sigmoid router, shared experts, dense first layers), glm4's "
+                "input+output norms and partial RoPE; GGUF import"},
       {"gemma3", "text; sliding-window and global layers, q/k norms, sandwich norms; GGUF import"},
   };
   std::vector<FamilySummary> out;

@@ -39,6 +39,8 @@ mx::array teacher_forced(const Model& m, const std::vector<int>& prompt, const s
 class FastPath : public ::testing::TestWithParam<std::string> {};
 // The checkpoints whose family decodes through the block primitives.
 class FastPathBlocks : public ::testing::TestWithParam<std::string> {};
+// The mixture-of-experts checkpoints.
+class FastPathMoe : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FastPath, MatchesParityOnTeacherForcedTokens) {
   auto golden = model_golden(GetParam());
@@ -86,6 +88,22 @@ TEST_P(FastPathBlocks, DecodeIsOneDecoderStack) {
   EXPECT_FALSE(names.count("MlxcppAttentionBlock") || names.count("MlxcppMlpBlock")) << GetParam();
   EXPECT_FALSE(names.count("QuantizedMatmul")) << "stock quantized matmul left in the graph";
   EXPECT_LE(names.size(), 8u) << GetParam();
+}
+
+// A sparse layer's experts run in one primitive of ours (only the chosen experts' rows read),
+// beside the fused attention blocks; no stock gather_qmm or quantized matmul is left.
+TEST_P(FastPathMoe, ExpertsRunInTheMoePrimitive) {
+  auto fast = load_model(tiny_model_dir(GetParam()));
+  auto caches = fast.model->make_cache();
+  for (int len : {20, 1}) {  // a prompt (80 token/expert pairs), then a decode step
+    std::vector<int> ids(len, 7);
+    auto logits = (*fast.model)(mx::array(ids.data(), {1, len}, mx::int32), &caches);
+    auto names = primitive_names(logits);
+    EXPECT_TRUE(names.count("MlxcppMoeGlu")) << GetParam();
+    EXPECT_TRUE(names.count("MlxcppAttentionBlock")) << GetParam();
+    EXPECT_FALSE(names.count("GatherQMM") || names.count("QuantizedMatmul")) << GetParam();
+    mx::eval(logits);
+  }
 }
 
 // KV caches are written in place: a pipelined decode (each step built before the previous one
@@ -163,13 +181,18 @@ const std::vector<std::string> kBlockModels = {
     // Ministral 3 (mistral3's text model): queries * the llama-4 attention temperature after RoPE.
     "mistral3-q4g64",
     // Gemma 3: q/k norms, post-norms, GeGLU, sliding-window layers (window 8) in the blocks.
-    "gemma3-text-q4g64"};
+    "gemma3-text-q4g64",
+    // GLM-4: q/k/v biases, input and output norms on both branches, traditional RoPE on half of each head.
+    "glm4-q4g64"};
+// Mixture-of-experts checkpoints: fused attention blocks, the experts through our MoE primitive.
+const std::vector<std::string> kMoeModels = {"qwen3-moe-q4g64", "qwen3-moe-mixed-q8g32", "glm4-moe-q4g64"};
 // Checkpoints whose fast mode runs stock ops except the quantized matmuls (our kernels via nn::Linear).
 const std::vector<std::string> kStockOpModels = {};
 
 std::vector<std::string> all_fast_models() {
   auto v = kBlockModels;
   v.insert(v.end(), kStockOpModels.begin(), kStockOpModels.end());
+  v.insert(v.end(), kMoeModels.begin(), kMoeModels.end());
   return v;
 }
 
@@ -181,5 +204,6 @@ std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
 
 INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, FastPath, ::testing::ValuesIn(all_fast_models()), param_name);
 INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, FastPathBlocks, ::testing::ValuesIn(kBlockModels), param_name);
+INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, FastPathMoe, ::testing::ValuesIn(kMoeModels), param_name);
 
 }  // namespace

@@ -11,8 +11,8 @@ from pathlib import Path
 import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
-from mlx_lm.models import (gemma3, gemma3_text, granite, llama, minicpm, ministral3, mistral3, olmo2, phi3, qwen2,
-                            qwen3, smollm3)
+from mlx_lm.models import (gemma3, gemma3_text, glm4, glm4_moe, granite, llama, minicpm, ministral3, mistral3, olmo2,
+                            phi3, qwen2, qwen3, qwen3_moe, smollm3)
 from mlx_lm.utils import quantize_model, save_config, save_model
 
 BASE = {
@@ -97,6 +97,54 @@ MINISTRAL3 = {
 # untied by default; ministral3's text model as Ministral 3, llama's as Mistral Small 3.1.
 MISTRAL3 = {"model_type": "mistral3", "text_config": {k: v for k, v in MINISTRAL3.items() if k != "tie_word_embeddings"}}
 MISTRAL3_LLAMA = {"model_type": "mistral3", "text_config": {**BASE, "model_type": "mistral", "rope_theta": 1000000000.0}}
+# qwen3_moe.py: qwen3's attention, a softmax router over 8 experts, top 4 (a 20-token prefill
+# routes 80 pairs: mlx-lm's sorted gather path; 7-token chunks and decode steps: unsorted). The
+# router quantizes at 8 bits (its quant_predicate). The second one: layer 1 dense
+# (mlp_only_layers), router probabilities not renormalized, untied.
+QWEN3_MOE = {
+    **BASE,
+    "model_type": "qwen3_moe",
+    "head_dim": 48,
+    "rope_theta": 1000000.0,
+    "tie_word_embeddings": True,
+    "num_experts": 8,
+    "num_experts_per_tok": 4,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+    "moe_intermediate_size": 64,
+    "norm_topk_prob": True,
+}
+QWEN3_MOE_MIXED = {**QWEN3_MOE, "num_hidden_layers": 3, "mlp_only_layers": [1], "norm_topk_prob": False,
+                   "tie_word_embeddings": False}
+# glm4.py: q/k/v biases, fused gate_up_proj, a norm after each branch besides the input norms,
+# traditional RoPE over half of each head; always untied.
+GLM4 = {**BASE, "model_type": "glm4", "attention_bias": True, "head_dim": 32, "partial_rotary_factor": 0.5,
+        "rope_theta": 10000.0}
+# glm4_moe.py: layer 0 dense (first_k_dense_replace), then a sigmoid router with its correction
+# bias over 16 experts in 4 groups (the best 2 groups kept), top 4, scaled by 2.5, plus a shared
+# expert; q/k norms, non-traditional RoPE over half of each head; 3 layers (the checkpoint's
+# MTP layer, model.layers.3, is dropped by sanitize).
+GLM4_MOE = {
+    **BASE,
+    "model_type": "glm4_moe",
+    "num_hidden_layers": 3,
+    "head_dim": 32,
+    "attention_bias": True,
+    "partial_rotary_factor": 0.5,
+    "rope_theta": 1000000.0,
+    "rope_scaling": None,
+    "use_qk_norm": True,
+    "tie_word_embeddings": False,
+    "moe_intermediate_size": 64,
+    "n_routed_experts": 16,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 4,
+    "n_group": 4,
+    "topk_group": 2,
+    "routed_scaling_factor": 2.5,
+    "first_k_dense_replace": 1,
+    "norm_topk_prob": True,
+}
 PHI3_LONGROPE = {
     **PHI3,
     "partial_rotary_factor": 0.75,
@@ -204,6 +252,13 @@ SPECS = {
     "ministral3-bf16": (MINISTRAL3, None),
     "mistral3-q4g64": (MISTRAL3, (4, 64)),
     "mistral3-llama-bf16": (MISTRAL3_LLAMA, None),
+    "qwen3-moe-bf16": (QWEN3_MOE, None),
+    "qwen3-moe-q4g64": (QWEN3_MOE, (4, 64)),
+    "qwen3-moe-mixed-q8g32": (QWEN3_MOE_MIXED, (8, 32)),
+    "glm4-bf16": (GLM4, None),
+    "glm4-q4g64": (GLM4, (4, 64)),
+    "glm4-moe-bf16": (GLM4_MOE, None),
+    "glm4-moe-q4g64": (GLM4_MOE, (4, 64)),
 }
 
 MODULES = {
@@ -211,6 +266,9 @@ MODULES = {
     "mistral": llama,
     "qwen2": qwen2,
     "qwen3": qwen3,
+    "qwen3_moe": qwen3_moe,
+    "glm4": glm4,
+    "glm4_moe": glm4_moe,
     "phi3": phi3,
     "minicpm": minicpm,
     "olmo2": olmo2,
@@ -229,6 +287,13 @@ def perturb_norms(model):
     model.load_weights(norms, strict=False)
 
 
+def perturb_router(model):
+    """glm4_moe's MoEGate starts at zeros (weight and correction bias): every expert would tie."""
+    params = [(k, 0.1 * mx.random.normal(v.shape)) for k, v in tree_flatten(model.parameters())
+              if k.endswith("mlp.gate.weight") or k.endswith("e_score_correction_bias")]
+    model.load_weights(params, strict=False)
+
+
 def gemma_setup(model, tie):
     """Perturbed norms, and the head tied as sanitize() does when a checkpoint has no lm_head.weight."""
     perturb_norms(model)
@@ -244,8 +309,11 @@ def build(name, config, quant, seed):
     model = mod.Model(mod.ModelArgs.from_dict(copy.deepcopy(config)))
     if config["model_type"].startswith("gemma3"):
         gemma_setup(model, tie="untied" not in name)
-    if config["model_type"] in ("qwen3", "phi3", "minicpm", "olmo2", "granite", "ministral3", "mistral3"):
+    if config["model_type"] in ("qwen3", "phi3", "minicpm", "olmo2", "granite", "ministral3", "mistral3", "qwen3_moe",
+                                "glm4", "glm4_moe"):
         perturb_norms(model)  # the q/k norms above all
+    if config["model_type"] == "glm4_moe":
+        perturb_router(model)
     model.set_dtype(mx.bfloat16)
     mx.eval(model.parameters())
     config = copy.deepcopy(config)
