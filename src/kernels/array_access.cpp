@@ -113,15 +113,17 @@ ScalePair scale_pair(const mx::array& s, const mx::array& b, std::vector<float>&
   return {contiguous_f32(s, s_scratch), contiguous_f32(b, b_scratch), ScaleType::kF32};
 }
 
-int quantized_k(const mx::array& w, const mx::array& scales, int bits, int group) {
-  if (is_rows8(w, scales)) return rows8_k(w.shape(1), bits, group, *scale_type(scales.dtype()));
+int quantized_k(const mx::array& w, const mx::array& scales, const mx::array& biases, int bits, int group) {
+  if (is_rows8(w, scales)) return rows8_k(w.shape(1), bits, group, *scale_type(scales.dtype()), is_rows8_sym(w, scales, biases));
   return static_cast<int>(static_cast<long>(w.shape(1)) * 32 / bits);
 }
 
 QMatrixView quantized_view(const mx::array& w, const mx::array& scales, const mx::array& biases, int bits, int group) {
-  const int n = w.shape(0), k = quantized_k(w, scales, bits, group);
+  const int n = w.shape(0), k = quantized_k(w, scales, biases, bits, group);
   const ScaleType st = *scale_type(scales.dtype());
-  if (is_rows8(w, scales)) return {w.data<uint32_t>(), nullptr, nullptr, n, k, bits, group, st, QLayout::kRows8};
+  if (is_rows8(w, scales)) {
+    return {w.data<uint32_t>(), nullptr, nullptr, n, k, bits, group, st, QLayout::kRows8, is_rows8_sym(w, scales, biases)};
+  }
   return {w.data<uint32_t>(), scales.data<void>(), biases.data<void>(), n, k, bits, group, st};
 }
 

@@ -44,13 +44,23 @@ bool is_contiguous_f32(const mlx::core::array& a);
 inline bool is_rows8(const mlx::core::array& w, const mlx::core::array& scales) {
   return scales.size() == 0 && w.size() > 0;
 }
+// A symmetric kRows8 matrix (QMatrixView::sym) has an empty int8 biases array instead.
+inline bool is_rows8_sym(const mlx::core::array& w, const mlx::core::array& scales, const mlx::core::array& biases) {
+  return is_rows8(w, scales) && biases.size() == 0 && biases.dtype() == mlx::core::int8;
+}
+// Scales and biases our kernels read: one scale type for both, or a symmetric kRows8 matrix's.
+inline bool kernel_scale_pair(const mlx::core::array& w, const mlx::core::array& scales,
+                              const mlx::core::array& biases) {
+  return scale_type(scales.dtype()) && (scales.dtype() == biases.dtype() || is_rows8_sym(w, scales, biases));
+}
 // What a stock op given kRows8 arrays reports.
 inline constexpr const char* kRows8Stock =
     "[fast path] these quantized weights were repacked at load for the CPU fast path's kernels (kRows8 layout); "
     "stock MLX ops (a GPU stream, a non-float input) cannot read them: load the model with --mlx-layout, with "
     "--parity, or for that device";
 // The number of columns (k) of a quantized matrix in either layout.
-int quantized_k(const mlx::core::array& w, const mlx::core::array& scales, int bits, int group);
+int quantized_k(const mlx::core::array& w, const mlx::core::array& scales, const mlx::core::array& biases, int bits,
+                int group);
 // The kernels' view of a quantized matrix in either layout (MLX layout: scales and biases
 // row-contiguous of one type scale_type covers).
 QMatrixView quantized_view(const mlx::core::array& w, const mlx::core::array& scales, const mlx::core::array& biases,

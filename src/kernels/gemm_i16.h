@@ -44,7 +44,7 @@ template <class I, int BITS, ScaleType ST>
 void widen_rows8(const QMatrixView& q, int t0, int t1, Tile<I>& t) {
   constexpr int C = I::kCols;
   const int pairs = q.k / 2, groups = q.k / q.group;
-  const long gb = rows8_group_bytes(BITS, q.group, ST);
+  const long gb = rows8_group_bytes(BITS, q.group, ST, q.sym);
   const auto* base = reinterpret_cast<const uint8_t*>(q.w);
   const int blocks = (t1 - t0 + C - 1) / C;
   for (int nb = 0; nb < blocks; ++nb) {
@@ -77,7 +77,8 @@ void widen_rows8(const QMatrixView& q, int t0, int t1, Tile<I>& t) {
         }
         for (int j = 0; j < 8; ++j) {
           s[g * C + r0 + j] = load_scale<ST, I>(src + rows8_scale_offset(BITS, q.group, ST, j), 0);
-          b[g * C + r0 + j] = load_scale<ST, I>(src + rows8_scale_offset(BITS, q.group, ST, j, true), 0);
+          b[g * C + r0 + j] = q.sym ? rows8_sym_bias(BITS, s[g * C + r0 + j])
+                                    : load_scale<ST, I>(src + rows8_scale_offset(BITS, q.group, ST, j, true), 0);
         }
       }
     }

@@ -116,11 +116,11 @@ struct Lanes8 {
 // x rows [m0, m0 + MB) against the V::kRows rows of the block(s) at p (blocks block_bytes
 // apart).
 template <class V, int BITS, ScaleType ST, int G, int MB, bool PREFETCH>
-inline void block(const QInput& in, int m0, const uint8_t* p, long block_bytes, int k, float* out, int ldo) {
+inline void block(const QInput& in, int m0, const uint8_t* p, long block_bytes, int k, float* out, int ldo, bool sym) {
   using vi = typename V::vi;
   using vf = typename V::vf;
   constexpr int kChunks = rows8_chunks(BITS, G), kPlanes = rows8_planes(BITS);
-  constexpr long kGroupBytes = rows8_group_bytes(BITS, G, ST);
+  const long kGroupBytes = rows8_group_bytes(BITS, G, ST, sym);
   const int groups = k / G;
   vf acc[MB], accb[MB];
   for (int mm = 0; mm < MB; ++mm) acc[mm] = accb[mm] = V::zero_f();
@@ -154,7 +154,10 @@ inline void block(const QInput& in, int m0, const uint8_t* p, long block_bytes, 
       }
     }
     const vf sc = V::template scales<ST>(p + rows8_scale_offset(BITS, G, ST, 0), block_bytes);
-    const vf bi = V::template scales<ST>(p + rows8_scale_offset(BITS, G, ST, 0, true), block_bytes);
+    // A symmetric matrix's biases, -2^(BITS-1) x scale, exactly the stored ones of the
+    // asymmetric layout (a power-of-two multiple).
+    const vf bi = sym ? V::fmadd(sc, V::set1(rows8_sym_bias(BITS, 1.f)), V::zero_f())
+                      : V::template scales<ST>(p + rows8_scale_offset(BITS, G, ST, 0, true), block_bytes);
     for (int mm = 0; mm < MB; ++mm) {
       vi sum = s[mm][0];
       for (int a = 1; a < C; ++a) sum = V::add(sum, s[mm][a]);
@@ -171,14 +174,14 @@ inline void block(const QInput& in, int m0, const uint8_t* p, long block_bytes, 
 // the first pass (prefetched) and from L1/L2 in the others.
 template <class I, int BITS, ScaleType ST, int G>
 void rows(const QInput& in, const QMatrixView& q, int n0, int n1, float* out, int ldo) {
-  const long block_bytes = static_cast<long>(q.k / G) * rows8_group_bytes(BITS, G, ST);
+  const long block_bytes = static_cast<long>(q.k / G) * rows8_group_bytes(BITS, G, ST, q.sym);
   const auto* base = reinterpret_cast<const uint8_t*>(q.w);
   auto run = [&]<class V>(int n) {
     const uint8_t* p = base + static_cast<long>(n / 8) * block_bytes;
     for (int m0 = 0; m0 < in.m; m0 += I::kMb) {
       with_row_count<I::kMb>(std::min(I::kMb, in.m - m0), [&]<int MB>() {
-        if (m0 == 0) block<V, BITS, ST, G, MB, true>(in, m0, p, block_bytes, q.k, out + n, ldo);
-        else block<V, BITS, ST, G, MB, false>(in, m0, p, block_bytes, q.k, out + n, ldo);
+        if (m0 == 0) block<V, BITS, ST, G, MB, true>(in, m0, p, block_bytes, q.k, out + n, ldo, q.sym);
+        else block<V, BITS, ST, G, MB, false>(in, m0, p, block_bytes, q.k, out + n, ldo, q.sym);
       });
     }
   };

@@ -120,10 +120,10 @@ void MoeGluPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& 
 
 bool experts_ok(const ExpertsLinear& l) {
   const auto st = scale_type(l.scales.dtype());
-  return qmatmul_supported(l.bits, l.group) && st && l.scales.dtype() == l.biases.dtype() && l.w.dtype() == mx::uint32 &&
+  return qmatmul_supported(l.bits, l.group) && st && kernel_scale_pair(l.w, l.scales, l.biases) && l.w.dtype() == mx::uint32 &&
          l.w.ndim() == 2 && l.w.shape(0) == l.experts * l.n && l.w.flags().row_contiguous &&
          l.scales.flags().row_contiguous && l.biases.flags().row_contiguous && l.experts > 0 &&
-         quantized_k(l.w, l.scales, l.bits, l.group) == l.k;
+         quantized_k(l.w, l.scales, l.biases, l.bits, l.group) == l.k;
 }
 
 }  // namespace

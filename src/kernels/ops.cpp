@@ -10,6 +10,7 @@
 
 #include "core/errors.h"
 #include "kernels/array_access.h"
+#include "kernels/scale_load.h"
 #include "kernels/block_primitives.h"
 #include "kernels/cpu_features.h"
 #include "kernels/primitives.h"
@@ -27,8 +28,8 @@ mx::array quantized_matmul_t(const mx::array& x, const mx::array& w, const mx::a
                              const std::optional<mx::array>& biases, int group, int bits, const std::string& mode,
                              const FastPath& fast) {
   const bool ours = use_fast(fast) && mode == "affine" && biases && qmatmul_supported(bits, group) &&
-                    scale_type(scales.dtype()) && scales.dtype() == biases->dtype() &&
-                    mx::issubdtype(x.dtype(), mx::floating) && w.flags().row_contiguous && w.ndim() == 2;
+                    kernel_scale_pair(w, scales, *biases) && mx::issubdtype(x.dtype(), mx::floating) &&
+                    w.flags().row_contiguous && w.ndim() == 2;
   if (!ours && is_rows8(w, scales)) throw Error(kRows8Stock);
   if (!ours) {
     // 16-bit scales kept for our kernels meet a float32 x here only off the fast path.
@@ -150,6 +151,27 @@ std::optional<std::pair<mx::array, mx::array>> kernel_scales(const mx::array& sc
   return std::make_pair(*s16, *b16);
 }
 
+namespace {
+
+// Whether every bias is -2^(bits-1) x its scale, exactly (GGUF's Q4_0 / Q8_0 converted: a
+// symmetric kRows8 matrix stores no biases). Contiguous evaluated arrays; stops at the first
+// other value (an mlx_lm.convert checkpoint's first group).
+bool symmetric(const mx::array& scales, const mx::array& biases, int bits, ScaleType st) {
+  const long n = static_cast<long>(scales.size());
+  for (long i = 0; i < n; ++i) {
+    float s, b;
+    switch (st) {
+      case ScaleType::kF32: s = load_scale<ScaleType::kF32>(scales.data<void>(), i), b = load_scale<ScaleType::kF32>(biases.data<void>(), i); break;
+      case ScaleType::kF16: s = load_scale<ScaleType::kF16>(scales.data<void>(), i), b = load_scale<ScaleType::kF16>(biases.data<void>(), i); break;
+      default: s = load_scale<ScaleType::kBF16>(scales.data<void>(), i), b = load_scale<ScaleType::kBF16>(biases.data<void>(), i); break;
+    }
+    if (b != rows8_sym_bias(bits, s)) return false;
+  }
+  return n > 0;
+}
+
+}  // namespace
+
 std::optional<std::array<mx::array, 3>> fast_path_layout(const mx::array& w, const mx::array& scales,
                                                          const mx::array& biases, int bits, int group,
                                                          const FastPath& fast) {
@@ -167,20 +189,21 @@ std::optional<std::array<mx::array, 3>> fast_path_layout(const mx::array& w, con
   if (k % group != 0 || scales.shape() != mx::Shape{n, k / group} || biases.shape() != scales.shape()) return std::nullopt;
   auto wc = mx::contiguous(w), sc = mx::contiguous(scales), bc = mx::contiguous(biases);
   mx::eval({wc, sc, bc});
-  const mx::Shape shape{n, rows8_row_words(k, bits, group, *st)};
+  const bool sym = symmetric(sc, bc, bits, *st);
+  const mx::Shape shape{n, rows8_row_words(k, bits, group, *st, sym)};
   mx::array packed(mx::allocator::malloc(static_cast<size_t>(n) * shape[1] * sizeof(uint32_t)), shape, mx::uint32);
   const QMatrixView src{wc.data<uint32_t>(), sc.data<void>(), bc.data<void>(), n, k, bits, group, *st};
   // On the pool: Gemma 3's 262k-row embedding alone took ~0.3 s on one thread.
   const int blocks = n / 8, per = std::max(1, blocks / (fast->threads() * 4));
   fast->pool().parallel_for((blocks + per - 1) / per, [&](int t) {
-    repack_rows8(src, packed.data<uint32_t>(), t * per, std::min(blocks, (t + 1) * per));
+    repack_rows8(src, packed.data<uint32_t>(), t * per, std::min(blocks, (t + 1) * per), sym);
   });
-  auto empty = [&] {
-    mx::array e = mx::zeros({0}, scales.dtype());
+  auto empty = [&](mx::Dtype dt) {
+    mx::array e = mx::zeros({0}, dt);
     mx::eval(e);
     return e;
   };
-  return std::array<mx::array, 3>{packed, empty(), empty()};
+  return std::array<mx::array, 3>{packed, empty(scales.dtype()), empty(sym ? mx::int8 : scales.dtype())};
 }
 
 namespace {
@@ -191,7 +214,7 @@ bool norm_ok(const mx::array& w, int d) {
 }
 
 bool block_ok(const BlockLinear& l) {
-  return qmatmul_supported(l.bits, l.group) && scale_type(l.scales.dtype()) && l.scales.dtype() == l.biases.dtype() &&
+  return qmatmul_supported(l.bits, l.group) && kernel_scale_pair(l.w, l.scales, l.biases) &&
          l.w.dtype() == mx::uint32 && l.w.ndim() == 2 && l.w.flags().row_contiguous &&
          l.scales.flags().row_contiguous && l.biases.flags().row_contiguous &&
          (!l.bias || (l.bias->dtype() == mx::float32 && l.bias->flags().row_contiguous));
@@ -218,7 +241,7 @@ struct Placer {
 LinearSlot add_linear(Placer& p, const BlockLinear& l) {
   LinearSlot s;
   s.n = l.w.shape(0);
-  s.k = quantized_k(l.w, l.scales, l.bits, l.group);
+  s.k = quantized_k(l.w, l.scales, l.biases, l.bits, l.group);
   s.bits = l.bits;
   s.group = l.group;
   s.has_bias = l.bias.has_value();
@@ -238,7 +261,7 @@ std::optional<mx::array> quantized_take(const mx::array& w, const mx::array& sca
   if (!ours && is_rows8(w, scales)) throw Error(kRows8Stock);
   if (!ours) return std::nullopt;
   auto shape = ids.shape();
-  shape.push_back(quantized_k(w, scales, bits, group));
+  shape.push_back(quantized_k(w, scales, *biases, bits, group));
   return mx::array(std::move(shape), mx::float32,
                    std::make_shared<QuantizedTakePrimitive>(mx::default_stream(mx::Device::cpu), bits, group),
                    {ids, w, scales, *biases});

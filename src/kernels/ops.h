@@ -65,7 +65,9 @@ std::optional<std::pair<mlx::core::array, mlx::core::array>> kernel_scales(const
 // An affine layer's weight, scales and biases in the kRows8 layout (qmatmul.h; as array_access.h's
 // is_rows8 describes) where `fast` repacks (KernelContext::repack) and covers the matrix (4 or
 // 8 bits, rows a multiple of 8, scales and biases of one type our kernels read); nullopt
-// otherwise (keep the arrays). For load time: evaluates its inputs.
+// otherwise (keep the arrays). A symmetric matrix (every bias -2^(bits-1) x its scale: GGUF's
+// Q4_0 / Q8_0) is repacked without its biases (an empty int8 biases array marks it). For load
+// time: evaluates its inputs.
 std::optional<std::array<mlx::core::array, 3>> fast_path_layout(const mlx::core::array& w, const mlx::core::array& scales,
                                                                 const mlx::core::array& biases, int bits, int group,
                                                                 const FastPath& fast);

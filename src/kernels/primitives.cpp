@@ -139,7 +139,7 @@ bool QuantizedTakePrimitive::is_equivalent(const mx::Primitive& other) const {
 
 std::vector<mx::Shape> QuantizedTakePrimitive::output_shapes(const std::vector<mx::array>& inputs) {
   auto shape = inputs[0].shape();
-  shape.push_back(quantized_k(inputs[1], inputs[2], bits_, group_));
+  shape.push_back(quantized_k(inputs[1], inputs[2], inputs[3], bits_, group_));
   return {shape};
 }
 

@@ -26,6 +26,9 @@ enum class ScaleType : uint8_t { kF32, kF16, kBF16 };
 // bit planes, one uint32 each (plane b of chunk c at GROUP * 4 + 4 * ((BITS - 4) * c + b)): bit
 // i (< 16) is bit 4 + b of the value in byte i's low nibble, bit 16 + i that of its high nibble,
 // so a plane becomes a lane mask of the widened chunk's low or high half.
+// A symmetric kRows8 matrix (QMatrixView::sym) stores no biases: each is -2^(BITS-1) x its scale
+// (GGUF's Q4_0 / Q8_0 converted: MLX's affine form of d * (q - 8) or d * q), so a group carries
+// Q4_0's 18 bytes a row, not 20.
 enum class QLayout : uint8_t { kMlx, kRows8 };
 
 struct QMatrixView {
@@ -35,23 +38,29 @@ struct QMatrixView {
   int n, k, bits, group;
   ScaleType stype = ScaleType::kF32;
   QLayout layout = QLayout::kMlx;
+  bool sym = false;  // kRows8 without biases (see QLayout)
 };
 
 // --- kRows8 ---
 constexpr int scale_bytes(ScaleType st) { return st == ScaleType::kF32 ? 4 : 2; }
-// Bytes of one group of one 8-row block.
-constexpr long rows8_group_bytes(int bits, int group, ScaleType st) { return static_cast<long>(group) * bits + 16L * scale_bytes(st); }
-// Where row j's scale (bias: its bias) sits within a group of an 8-row block, in bytes.
+// Bytes of one group of one 8-row block (sym: no biases).
+constexpr long rows8_group_bytes(int bits, int group, ScaleType st, bool sym = false) {
+  return static_cast<long>(group) * bits + (sym ? 8L : 16L) * scale_bytes(st);
+}
+// A symmetric matrix's implied bias of a value with this scale: -2^(bits-1) x scale.
+constexpr float rows8_sym_bias(int bits, float scale) { return -static_cast<float>(1 << (bits - 1)) * scale; }
+// Where row j's scale (bias: its bias, not in a symmetric matrix) sits within a group of an
+// 8-row block, in bytes.
 constexpr long rows8_scale_offset(int bits, int group, ScaleType st, int j, bool bias = false) {
   return static_cast<long>(group) * bits + (bias ? 8 + j : j) * scale_bytes(st);
 }
 // uint32 words per row of a kRows8 matrix ([n, words]: a row's share of its block's stream)
 // and back.
-inline int rows8_row_words(int k, int bits, int group, ScaleType st) {
-  return static_cast<int>(k / group * rows8_group_bytes(bits, group, st) / 32);
+inline int rows8_row_words(int k, int bits, int group, ScaleType st, bool sym = false) {
+  return static_cast<int>(k / group * rows8_group_bytes(bits, group, st, sym) / 32);
 }
-inline int rows8_k(long row_words, int bits, int group, ScaleType st) {
-  return static_cast<int>(row_words * 32 / rows8_group_bytes(bits, group, st) * group);
+inline int rows8_k(long row_words, int bits, int group, ScaleType st, bool sym = false) {
+  return static_cast<int>(row_words * 32 / rows8_group_bytes(bits, group, st, sym) * group);
 }
 // The widths kRows8 holds: 4, 5, 6 and 8 bits.
 constexpr bool rows8_bits(int bits) { return bits == 4 || bits == 5 || bits == 6 || bits == 8; }
@@ -64,8 +73,9 @@ constexpr int rows8_planes(int bits) { return bits == 5 || bits == 6 ? bits - 4 
 // 16-byte chunks of weights in a kRows8 group (4/5/6-bit: the low nibbles' chunks).
 constexpr int rows8_chunks(int bits, int group) { return bits == 8 ? group / 2 : group / 4; }
 // `src` (MLX layout) rewritten as kRows8 into dst [n * rows8_row_words(...)]: blocks of 8 rows
-// [block0, block1) (block1 < 0: to the end).
-void repack_rows8(const QMatrixView& src, uint32_t* dst, int block0 = 0, int block1 = -1);
+// [block0, block1) (block1 < 0: to the end); sym: without biases (each must be
+// rows8_sym_bias of its scale).
+void repack_rows8(const QMatrixView& src, uint32_t* dst, int block0 = 0, int block1 = -1, bool sym = false);
 
 // The activations a kernel reads: m rows of k floats, prepared as its QKernel asks: with
 // x_block > 0 each block of x_block values is de-interleaved (even elements, then odd ones:

@@ -32,7 +32,7 @@ inline void unpack(const uint8_t* src, int n, int bits, uint8_t* out) {
 
 // Value i of row n of a kRows8 matrix (qmatmul.h: the nibble or byte, then 5/6-bit planes).
 inline uint32_t rows8_value(const QMatrixView& q, const uint8_t* base, long n, int i) {
-  const long gb = rows8_group_bytes(q.bits, q.group, q.stype), groups = q.k / q.group;
+  const long gb = rows8_group_bytes(q.bits, q.group, q.stype, q.sym), groups = q.k / q.group;
   const uint8_t* grp = base + (n / 8) * groups * gb + (i / q.group) * gb;
   const int j = static_cast<int>(n % 8), kk = i % q.group;
   if (q.bits == 8) return grp[(kk / 2) * 16 + 2 * j + (kk % 2)];
@@ -48,7 +48,7 @@ inline uint32_t rows8_value(const QMatrixView& q, const uint8_t* base, long n, i
 }
 // Byte offset of row n's scale (bias: its bias) of group g in a kRows8 matrix.
 inline long rows8_scale(const QMatrixView& q, long n, int g, bool bias = false) {
-  const long gb = rows8_group_bytes(q.bits, q.group, q.stype);
+  const long gb = rows8_group_bytes(q.bits, q.group, q.stype, q.sym);
   return ((n / 8) * (q.k / q.group) + g) * gb + rows8_scale_offset(q.bits, q.group, q.stype, static_cast<int>(n % 8), bias);
 }
 
@@ -59,7 +59,8 @@ void dequantize_any(const QMatrixView& q, long n, float* out) {
   const auto* base = reinterpret_cast<const uint8_t*>(q.w);
   if (q.layout == QLayout::kRows8) {
     for (int g = 0; g < groups; ++g) {
-      const float s = load_scale<ST>(base + rows8_scale(q, n, g), 0), b = load_scale<ST>(base + rows8_scale(q, n, g, true), 0);
+      const float s = load_scale<ST>(base + rows8_scale(q, n, g), 0);
+      const float b = q.sym ? rows8_sym_bias(q.bits, s) : load_scale<ST>(base + rows8_scale(q, n, g, true), 0);
       for (int i = g * q.group; i < (g + 1) * q.group; ++i) {
         out[i] = s * static_cast<float>(rows8_value(q, base, n, i)) + b;
       }
@@ -132,9 +133,9 @@ void dequantize_row(const QMatrixView& q, long n, float* out) { with_scale_type<
 
 QKernel qmatmul_kernel_scalar(int bits, ScaleType st) { return with_scale_type<Scalar>(st, bits); }
 
-void repack_rows8(const QMatrixView& src, uint32_t* dst, int block0, int block1) {
+void repack_rows8(const QMatrixView& src, uint32_t* dst, int block0, int block1, bool sym) {
   const int groups = src.k / src.group, sbytes = scale_bytes(src.stype);
-  const long row_bytes = static_cast<long>(src.k) * src.bits / 8, gb = rows8_group_bytes(src.bits, src.group, src.stype);
+  const long row_bytes = static_cast<long>(src.k) * src.bits / 8, gb = rows8_group_bytes(src.bits, src.group, src.stype, sym);
   const auto* w = reinterpret_cast<const uint8_t*>(src.w);
   auto* out = reinterpret_cast<uint8_t*>(dst);
   for (int blk = block0; blk < (block1 < 0 ? src.n / 8 : block1); ++blk)
@@ -176,8 +177,10 @@ void repack_rows8(const QMatrixView& src, uint32_t* dst, int block0, int block1)
         const long at = (n * groups + g) * sbytes;
         std::memcpy(o + rows8_scale_offset(src.bits, src.group, src.stype, j), static_cast<const uint8_t*>(src.scales) + at,
                     sbytes);
-        std::memcpy(o + rows8_scale_offset(src.bits, src.group, src.stype, j, true),
-                    static_cast<const uint8_t*>(src.biases) + at, sbytes);
+        if (!sym) {
+          std::memcpy(o + rows8_scale_offset(src.bits, src.group, src.stype, j, true),
+                      static_cast<const uint8_t*>(src.biases) + at, sbytes);
+        }
       }
     }
 }

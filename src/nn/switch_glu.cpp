@@ -59,7 +59,7 @@ mx::array SwitchLinear::operator()(const mx::array& x, const mx::array& idx, boo
 
 std::optional<kernels::ExpertsLinear> SwitchLinear::experts_view() const {
   if (!flat_) return std::nullopt;
-  const int k = kernels::quantized_k(*qweight_, *scales_, spec_.bits, spec_.group_size);
+  const int k = kernels::quantized_k(*qweight_, *scales_, *biases_, spec_.bits, spec_.group_size);
   return kernels::ExpertsLinear{*qweight_, *scales_, *biases_, experts_, out_, k, spec_.bits, spec_.group_size};
 }
 

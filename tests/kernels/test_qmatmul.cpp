@@ -45,11 +45,11 @@ struct Rows8Copy {
   std::vector<uint32_t> words;
   QMatrixView view;
 };
-Rows8Copy rows8_copy(const QMatrixView& mlx) {
+Rows8Copy rows8_copy(const QMatrixView& mlx, bool sym = false) {
   Rows8Copy c;
-  c.words.resize(static_cast<size_t>(mlx.n) * rows8_row_words(mlx.k, mlx.bits, mlx.group, mlx.stype));
-  repack_rows8(mlx, c.words.data());
-  c.view = {c.words.data(), nullptr, nullptr, mlx.n, mlx.k, mlx.bits, mlx.group, mlx.stype, QLayout::kRows8};
+  c.words.resize(static_cast<size_t>(mlx.n) * rows8_row_words(mlx.k, mlx.bits, mlx.group, mlx.stype, sym));
+  repack_rows8(mlx, c.words.data(), 0, -1, sym);
+  c.view = {c.words.data(), nullptr, nullptr, mlx.n, mlx.k, mlx.bits, mlx.group, mlx.stype, QLayout::kRows8, sym};
   return c;
 }
 
@@ -183,6 +183,53 @@ TEST(Rows8, DecodeRowsEqualTheirSoloProducts) {
           }
         }
       }
+    }
+}
+
+// A symmetric matrix (every bias -2^(bits-1) x its scale: GGUF's Q4_0 / Q8_0 converted) in the
+// kRows8 layout without biases gives exactly what the layout with them gives, on every ISA,
+// kernel (decode GEMV, few-rows GEMV, GEMM) and scale type; fast_path_layout finds such
+// matrices (an empty int8 biases array marks them) and the ops read them.
+TEST(Rows8, SymmetricMatricesStoreNoBiases) {
+  const int n = 72, k = 256;
+  for (int bits : {4, 5, 6, 8})
+    for (auto [dtype, stype] : std::vector<std::pair<mx::Dtype, ScaleType>>{
+             {mx::float32, ScaleType::kF32}, {mx::float16, ScaleType::kF16}, {mx::bfloat16, ScaleType::kBF16}}) {
+      auto q = make(40, n, k, bits, 32, 700 + bits);
+      auto s = mx::astype(q.scales, dtype);
+      auto b = mx::multiply(s, mx::array(-static_cast<float>(1 << (bits - 1)), dtype));  // exact: a power of two
+      mx::eval({s, b});
+      const QMatrixView view{q.w.data<uint32_t>(), s.data<void>(), b.data<void>(), n, k, bits, 32, stype};
+      const Rows8Copy full = rows8_copy(view), sym = rows8_copy(view, true);
+      EXPECT_EQ(sym.words.size() * rows8_group_bytes(bits, 32, stype), full.words.size() * rows8_group_bytes(bits, 32, stype, true));
+      std::vector<float> r1(k), r2(k);
+      for (long r : {0L, 9L, 71L}) {
+        dequantize_row(full.view, r, r1.data());
+        dequantize_row(sym.view, r, r2.data());
+        ASSERT_EQ(r1, r2) << bits << " row " << r;
+      }
+      for (Isa isa : isas())
+        for (int m : {1, 3, 8, 12, 40})
+          for (bool decode : {false, true}) {
+            KernelContext ctx(KernelOptions{isa, 2});
+            std::vector<float> a(static_cast<size_t>(m) * n), c(static_cast<size_t>(m) * n, -1.f);
+            qmatmul(ctx, q.x.data<float>(), m, full.view, a.data(), decode);
+            qmatmul(ctx, q.x.data<float>(), m, sym.view, c.data(), decode);
+            ASSERT_EQ(a, c) << isa_name(isa) << " bits=" << bits << " scales=" << dtype << " m=" << m << " decode=" << decode;
+          }
+      auto fast = std::make_shared<const KernelContext>();
+      if (rows8_planes(bits) > 0 && !(fast->isa() == Isa::kAvx512 && has_avx512_vnni())) continue;
+      auto r = fast_path_layout(q.w, s, b, bits, 32, fast);
+      ASSERT_TRUE(r.has_value());
+      EXPECT_EQ((*r)[2].dtype(), mx::int8);
+      EXPECT_EQ((*r)[0].shape(1), rows8_row_words(k, bits, 32, stype, true));
+      auto got = quantized_matmul_t(q.x, (*r)[0], (*r)[1], (*r)[2], 32, bits, "affine", fast);
+      auto same = quantized_matmul_t(q.x, q.w, s, b, 32, bits, "affine", fast);
+      EXPECT_LE(rel_err(got, same), 1e-5f) << bits;
+      // An asymmetric matrix keeps its biases.
+      auto a = fast_path_layout(q.w, s, mx::add(b, mx::array(0.5f, dtype)), bits, 32, fast);
+      ASSERT_TRUE(a.has_value());
+      EXPECT_EQ((*a)[2].dtype(), dtype);
     }
 }
 
