@@ -209,6 +209,11 @@ class Gemma3Model final : public Model {
   }
 
   mx::array operator()(const mx::array& ids, LayerCaches* caches) const override {
+    auto h = hidden_states(ids, caches);
+    return lm_head_ ? (*lm_head_)(h) : embed_.as_linear(h);
+  }
+
+  mx::array hidden_states(const mx::array& ids, LayerCaches* caches) const override {
     auto h = embed_(ids);
     h = mx::multiply(h, mx::astype(embed_scale_, h.dtype()));
     if (auto stacked = fused_decoder_stack(h, blocks_, caches, fast_)) {  // fast mode: one primitive
@@ -223,8 +228,7 @@ class Gemma3Model final : public Model {
         h = blocks_[i](h, args_.is_global(i) ? global_mask : sliding_mask, cache_at(i));
       }
     }
-    h = norm_(h);
-    return lm_head_ ? (*lm_head_)(h) : embed_.as_linear(h);
+    return norm_(h);
   }
 
   LayerCaches make_cache() const override {
@@ -239,6 +243,7 @@ class Gemma3Model final : public Model {
   }
 
   int vocab_size() const override { return args_.vocab; }
+  int hidden_size() const override { return args_.hidden; }
   int num_layers() const override { return args_.layers; }
 
   std::vector<mx::array> parameters() const override {

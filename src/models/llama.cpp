@@ -337,6 +337,10 @@ class LlamaModel final : public Model {
   }
 
   mx::array operator()(const mx::array& ids, LayerCaches* caches) const override {
+    return head(hidden_states(ids, caches));
+  }
+
+  mx::array hidden_states(const mx::array& ids, LayerCaches* caches) const override {
     auto h = embed_(ids);
     if (args_.embed_scale != 1.0) h = mx::multiply(h, mx::array(args_.embed_scale, h.dtype()));  // minicpm, granite
     if (auto stacked = fused_decoder_stack(h, blocks_, caches, fast_)) {  // fast mode: one primitive
@@ -350,12 +354,7 @@ class LlamaModel final : public Model {
         h = blocks_[i](h, args_.sliding[i] ? swa_mask : fa_mask, cache_at(i));
       }
     }
-    h = norm_(h);
-    // minicpm's (untied) head divides by hidden_size / dim_model_base first.
-    if (lm_head_ && args_.logit_divisor != 1.0) h = mx::divide(h, mx::array(args_.logit_divisor, h.dtype()));
-    auto logits = lm_head_ ? (*lm_head_)(h) : embed_.as_linear(h);
-    if (args_.logits_scaling == 1.0) return logits;
-    return mx::divide(logits, mx::array(args_.logits_scaling, logits.dtype()));  // granite
+    return norm_(h);
   }
 
   LayerCaches make_cache() const override {
@@ -368,6 +367,7 @@ class LlamaModel final : public Model {
   }
 
   int vocab_size() const override { return args_.vocab; }
+  int hidden_size() const override { return args_.hidden; }
   int num_layers() const override { return args_.layers; }
 
   std::vector<mx::array> parameters() const override {
@@ -380,6 +380,14 @@ class LlamaModel final : public Model {
   }
 
  private:
+  mx::array head(mx::array h) const {
+    // minicpm's (untied) head divides by hidden_size / dim_model_base first.
+    if (lm_head_ && args_.logit_divisor != 1.0) h = mx::divide(h, mx::array(args_.logit_divisor, h.dtype()));
+    auto logits = lm_head_ ? (*lm_head_)(h) : embed_.as_linear(h);
+    if (args_.logits_scaling == 1.0) return logits;
+    return mx::divide(logits, mx::array(args_.logits_scaling, logits.dtype()));  // granite
+  }
+
   LlamaArgs args_;
   Embedding embed_;
   std::vector<Block> blocks_;

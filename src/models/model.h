@@ -33,6 +33,10 @@ class Model {
   virtual ~Model() = default;
   // ids [B, L] (int32) -> logits [B, L, vocab]. `caches` may be null (no cache).
   virtual mlx::core::array operator()(const mlx::core::array& ids, LayerCaches* caches) const = 0;
+  // ids [B, L] -> the final normed hidden states [B, L, hidden_size()]: the head's input (what
+  // operator() turns into logits, and what embeddings pool). `caches` as in operator().
+  virtual mlx::core::array hidden_states(const mlx::core::array& ids, LayerCaches* caches) const = 0;
+  virtual int hidden_size() const = 0;
   // One cache per layer, as the family's make_cache in mlx-lm.
   virtual LayerCaches make_cache() const = 0;
   virtual int vocab_size() const = 0;
