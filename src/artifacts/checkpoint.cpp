@@ -87,6 +87,15 @@ Checkpoint Checkpoint::open(const fs::path& dir) {
   return c;
 }
 
+int Checkpoint::context_length() const {
+  auto c = config();
+  if (auto tc = c.get("text_config")) {
+    if (auto v = tc->opt_int("max_position_embeddings")) return static_cast<int>(*v);
+  }
+  if (auto v = c.opt_int("max_position_embeddings")) return static_cast<int>(*v);
+  return 0;
+}
+
 WeightMap Checkpoint::load_weights() const {
   WeightMap map;
   for (const auto& f : weight_files_) {

@@ -30,6 +30,8 @@ class Checkpoint {
   const std::vector<int64_t>& eos_token_ids() const { return eos_ids_; }
   const nlohmann::json& generation_config() const { return generation_config_; }
   const std::vector<std::filesystem::path>& weight_files() const { return weight_files_; }
+  // max_position_embeddings (text_config's first, for nested multimodal configs); 0: unknown.
+  int context_length() const;
 
   // Maps every tensor of every weight file (validated headers, lazy data).
   WeightMap load_weights() const;

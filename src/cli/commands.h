@@ -14,6 +14,7 @@ Action add_generate(CLI::App& app);
 Action add_convert(CLI::App& app);
 Action add_chat(CLI::App& app);
 Action add_tokenize(CLI::App& app);
+Action add_embed(CLI::App& app);
 Action add_bench(CLI::App& app);
 Action add_serve(CLI::App& app);
 Action add_ls(CLI::App& app);

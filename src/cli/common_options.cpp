@@ -1,9 +1,11 @@
 #include "cli/common_options.h"
 
 #include <iostream>
+#include <sstream>
 
 #include <fmt/format.h>
 
+#include "core/errors.h"
 #include "kernels/cpu_features.h"
 #include "models/catalog.h"
 
@@ -47,6 +49,24 @@ void add_text_options(CLI::App* sub, TextArgs& a) {
   sub->add_option("--stop", a.stops, "Stop before this text (repeatable; not printed)");
   sub->add_option("--chat-template-kwargs,--chat-template-config", a.template_kwargs,
                   "JSON object of extra chat-template variables, e.g. '{\"enable_thinking\": false}'");
+}
+
+std::vector<int> parse_ids(const std::string& text, const std::string& option) {
+  std::vector<int> ids;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      long v = std::stol(item, &used);
+      if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(item);
+      ids.push_back(static_cast<int>(v));
+    } catch (const std::exception&) {
+      throw RequestError(fmt::format("{}: '{}' is not a non-negative integer", option, item));
+    }
+  }
+  if (ids.empty()) throw RequestError(fmt::format("{}: no token ids given", option));
+  return ids;
 }
 
 void resolve_model(ModelArgs& a) {

@@ -56,6 +56,8 @@ void resolve_model(ModelArgs& a);
 LoadedModel load_model(const ModelArgs& a);
 // Sampling, processors and options from the flags; prompt and eos ids are the caller's.
 GenerationRequest make_request(const SamplingArgs& a);
+// "1,2,3" -> ids; RequestError naming `option` for anything but non-negative integers.
+std::vector<int> parse_ids(const std::string& text, const std::string& option);
 // mlx-lm's numbers on one line (stderr).
 void print_stats(const GenerationStats& stats);
 // Ends the answer's line on stdout, then print_stats.

@@ -1,7 +1,6 @@
 // `mlxcpp generate`: a text prompt (mlx_lm.generate's main(): the chat template when the
 // tokenizer has one) streamed back as text, or token ids in and ids out (--prompt-ids).
 #include <iostream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -24,30 +23,12 @@ struct GenerateArgs {
   bool ignore_chat_template = false;
 };
 
-std::vector<int> parse_ids(const std::string& text) {
-  std::vector<int> ids;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      size_t used = 0;
-      long v = std::stol(item, &used);
-      if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(item);
-      ids.push_back(static_cast<int>(v));
-    } catch (const std::exception&) {
-      throw RequestError(fmt::format("--prompt-ids: '{}' is not a non-negative integer", item));
-    }
-  }
-  if (ids.empty()) throw RequestError("--prompt-ids: no token ids given");
-  return ids;
-}
-
 // Token ids in, comma-separated ids out (no tokenizer needed).
 int run_ids(const GenerateArgs& a) {
   if (!a.text.stops.empty()) throw ConfigError("--stop needs a text prompt (--prompt), not --prompt-ids");
   auto loaded = load_model(a.model);
   GenerationRequest req = make_request(a.sampling);
-  req.prompt = parse_ids(*a.prompt_ids);
+  req.prompt = parse_ids(*a.prompt_ids, "--prompt-ids");
   if (!a.sampling.ignore_eos) req.eos_ids = loaded.checkpoint.eos_token_ids();
   bool first = true;
   auto stats = stream_generate(*loaded.model, req, [&](const GeneratedToken& t) {

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add(mlxcpp::cli::add_convert);
   add(mlxcpp::cli::add_chat);
   add(mlxcpp::cli::add_tokenize);
+  add(mlxcpp::cli::add_embed);
   add(mlxcpp::cli::add_bench);
   add(mlxcpp::cli::add_serve);
   add(mlxcpp::cli::add_ls);

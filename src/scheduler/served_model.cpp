@@ -20,15 +20,6 @@ namespace mlxcpp::sched {
 
 namespace {
 
-int context_length_of(const Checkpoint& ckpt) {
-  auto c = ckpt.config();
-  if (auto tc = c.get("text_config")) {
-    if (auto v = tc->opt_int("max_position_embeddings")) return static_cast<int>(*v);
-  }
-  if (auto v = c.opt_int("max_position_embeddings")) return static_cast<int>(*v);
-  return 0;
-}
-
 std::string read_template_file(const std::filesystem::path& file) {
   auto text = read_file(file);
   if (!text) throw ConfigError(fmt::format("{}: cannot read the chat template file", file.string()));
@@ -91,7 +82,7 @@ ServedModel load_served_model(const std::filesystem::path& dir, const ModelOptio
     if (!f) throw ConfigError(fmt::format("--tool-call-format: unknown format '{}'", sopts.tool_call_format));
     m.tool_format = *f;
   }
-  m.context_length = context_length_of(m.loaded.checkpoint);
+  m.context_length = m.loaded.checkpoint.context_length();
   for (const auto& p : m.loaded.model->parameters()) m.weight_bytes += static_cast<int64_t>(p.nbytes());
   spdlog::debug("load: template and formats {:.1f} ms", ms_since(t0));
   m.kv_bytes_per_token = measure_kv_bytes_per_token(*m.loaded.model);

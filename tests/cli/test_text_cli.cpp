@@ -21,12 +21,7 @@ using namespace mlxcpp::test;
 namespace {
 
 const json& text_cases() {
-  static const json cases = [] {
-    auto file = golden_dir() / "text" / "cases.json";
-    std::ifstream in(file);
-    if (!in) throw std::runtime_error(file.string() + " is missing: run tools/oracle/text_goldens.py (make goldens)");
-    return json::parse(in).at("cases");
-  }();
+  static const json cases = load_golden_json("text/cases.json", "text_goldens.py").at("cases");
   return cases;
 }
 

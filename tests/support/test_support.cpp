@@ -1,6 +1,7 @@
 #include "test_support.h"
 
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
@@ -50,6 +51,13 @@ std::optional<GoldenFile> load_golden_file(const std::string& subdir, const std:
   }
   auto [arrays, meta] = mx::load_safetensors(path.string());
   return GoldenFile{std::move(arrays), std::move(meta)};
+}
+
+nlohmann::json load_golden_json(const std::string& file, const std::string& script) {
+  auto path = golden_dir() / file;
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path.string() + " is missing: run tools/oracle/" + script + " (make goldens)");
+  return nlohmann::json::parse(in);
 }
 
 std::vector<int64_t> int64s(const mx::array& a) {

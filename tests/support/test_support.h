@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 #include <mlx/mlx.h>
+#include <nlohmann/json.hpp>
 
 namespace mlxcpp::test {
 
@@ -36,6 +37,9 @@ struct GoldenFile {
 // oracle script that writes it (tools/oracle/<script>) and nullopt.
 std::optional<GoldenFile> load_golden_file(const std::string& subdir, const std::string& name,
                                            const std::string& script);
+
+// <golden_dir>/<file> parsed as JSON; a missing file throws, naming the oracle script that writes it.
+nlohmann::json load_golden_json(const std::string& file, const std::string& script);
 
 // An integer array's values as int64.
 std::vector<int64_t> int64s(const mlx::core::array& a);
