@@ -86,8 +86,8 @@ RequestId Engine::submit(Request req, EventSink sink) {
   check_admission(req.prompt.size(), req.max_tokens);
   std::lock_guard lock(mu_);
   if (stopping_) throw CapacityError(503, "the server is shutting down");
-  if (queue_.size() >= opts_.max_queue) {
-    throw CapacityError(429, fmt::format("the request queue is full ({} waiting); retry later", queue_.size()));
+  if (static_cast<size_t>(queued()) >= opts_.max_queue) {
+    throw CapacityError(429, fmt::format("the request queue is full ({} waiting); retry later", queued()));
   }
   RequestId id = next_id_++;
   spdlog::debug("request {} ({}): {} prompt tokens, max_tokens {}, n {}, queue {}", id, req.endpoint, req.prompt.size(),
@@ -96,7 +96,7 @@ RequestId Engine::submit(Request req, EventSink sink) {
     spdlog::debug("request {} prompt: {}", id, model_.tokenizer.decode({req.prompt.begin(), req.prompt.end()}));
   }
   queue_.push_back(Job{id, std::move(req), std::move(sink), Clock::now(), std::make_shared<std::atomic<bool>>(false)});
-  metrics_.queue_depth = static_cast<int>(queue_.size());
+  metrics_.queue_depth = queued();
   cv_.notify_one();
   return id;
 }
@@ -114,7 +114,7 @@ void Engine::cancel(RequestId id) {
     if (it == queue_.end()) return;
     removed = std::move(*it);
     queue_.erase(it);
-    metrics_.queue_depth = static_cast<int>(queue_.size());
+    metrics_.queue_depth = queued();
   }
   // Never started: the sink hears it from this thread, once.
   for (int c = 0; c < removed->req.n; ++c) removed->sink(Finish{.choice = c, .reason = "cancelled"});
@@ -124,15 +124,21 @@ void Engine::cancel(RequestId id) {
 
 void Engine::shutdown() {
   std::deque<Job> dropped;
+  std::deque<EmbedJob> dropped_embeddings;
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
     for (auto& [id, flag] : running_) *flag = true;
     dropped.swap(queue_);
+    dropped_embeddings.swap(embed_queue_);
     metrics_.queue_depth = 0;
     cv_.notify_all();
   }
   for (auto& j : dropped) {
+    j.sink(Failure{503, "the server is shutting down"});
+    ++metrics_.requests_cancelled;
+  }
+  for (auto& j : dropped_embeddings) {
     j.sink(Failure{503, "the server is shutting down"});
     ++metrics_.requests_cancelled;
   }
@@ -359,12 +365,17 @@ void Engine::loop() {
   gen_ = std::make_unique<BatchGenerator>(model_.model(), bo);
   for (;;) {
     std::vector<Job> admitted, expired;
+    std::optional<EmbedJob> embedding;  // one per step, so running streams keep flowing
     bool stopping;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !active_.empty(); });
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !active_.empty() || !embed_queue_.empty(); });
       stopping = stopping_;
       if (stopping && queue_.empty() && active_.empty()) break;
+      if (!embed_queue_.empty()) {
+        embedding = std::move(embed_queue_.front());
+        embed_queue_.pop_front();
+      }
       if (opts_.queue_timeout.count() > 0) {
         const auto now = Clock::now();
         for (auto it = queue_.begin(); it != queue_.end();) {
@@ -396,7 +407,7 @@ void Engine::loop() {
         admitted.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
-      metrics_.queue_depth = static_cast<int>(queue_.size());
+      metrics_.queue_depth = queued();
     }
     for (auto& j : expired) {
       j.sink(Failure{503, fmt::format("the request waited longer than the queue timeout ({} ms)",
@@ -404,6 +415,7 @@ void Engine::loop() {
       ++metrics_.requests_failed;
     }
     for (auto& j : admitted) start(std::move(j));
+    if (embedding) run_embedding(std::move(*embedding));
     std::vector<RequestId> cancelled;
     for (auto& [id, a] : active_) {
       if (stopping || *a->job.cancelled) cancelled.push_back(id);

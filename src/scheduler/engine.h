@@ -58,6 +58,9 @@ class Engine {
   // The request stops at its next step (or leaves the queue): Finish "cancelled" per open
   // choice, then Usage. Unknown or finished ids are ignored.
   void cancel(RequestId id);
+  // Embeds the inputs on the engine thread, between batch steps (queued with the requests: 429
+  // when the queue is full, 503 when stopping; RequestError for an empty or too long input).
+  void submit_embedding(EmbeddingRequest req, EmbeddingSink sink);
   // Stops taking requests and cancels everything queued or running.
   void shutdown();
 
@@ -76,6 +79,10 @@ class Engine {
     std::chrono::steady_clock::time_point queued_at;
     std::shared_ptr<std::atomic<bool>> cancelled;
   };
+  struct EmbedJob {
+    EmbeddingRequest req;
+    EmbeddingSink sink;
+  };
   struct Active;  // an admitted request (engine thread only)
   struct Row;     // one of its choices in the batch
   void loop();
@@ -87,6 +94,8 @@ class Engine {
   void finish_job(RequestId id);
   void cancel_active(RequestId id);
   void fail_all(const std::exception& e);
+  void run_embedding(EmbedJob job);
+  int queued() const { return static_cast<int>(queue_.size() + embed_queue_.size()); }  // under mu_
 
   const ServedModel& model_;
   EngineOptions opts_;
@@ -96,6 +105,7 @@ class Engine {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job> queue_;
+  std::deque<EmbedJob> embed_queue_;
   RequestId next_id_ = 1;
   std::map<RequestId, std::shared_ptr<std::atomic<bool>>> running_;  // admitted: cancel flags
   bool stopping_ = false;

@@ -48,6 +48,10 @@ void EngineMetrics::render(std::string& out) const {
   render_metric(out, "mlxcpp_tool_call_problems_total", "counter",
                 "Generated tool calls naming an unknown tool or whose arguments fail the tool's schema",
                 static_cast<double>(tool_call_problems.load()));
+  render_metric(out, "mlxcpp_embedding_inputs_total", "counter", "Inputs embedded",
+                static_cast<double>(embedding_inputs.load()));
+  render_metric(out, "mlxcpp_embedding_tokens_total", "counter", "Tokens of the inputs embedded",
+                static_cast<double>(embedding_tokens.load()));
   render_metric(out, "mlxcpp_queue_depth", "gauge", "Requests waiting for the engine", queue_depth.load());
   render_metric(out, "mlxcpp_running_rows", "gauge", "Sequences being generated", running.load());
   ttft.render(out, "mlxcpp_time_to_first_token_seconds", "Time from admission to the first token");

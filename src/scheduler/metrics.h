@@ -32,7 +32,9 @@ struct EngineMetrics {
   std::atomic<int64_t> requests_finished{0};
   std::atomic<int64_t> requests_cancelled{0};
   std::atomic<int64_t> requests_failed{0};
-  std::atomic<int64_t> tool_call_problems{0};  // calls naming unknown tools or failing the schema
+  std::atomic<int64_t> tool_call_problems{0};
+  std::atomic<int64_t> embedding_inputs{0};  // inputs embedded (/v1/embeddings)
+  std::atomic<int64_t> embedding_tokens{0};  // their tokens  // calls naming unknown tools or failing the schema
   std::atomic<int> queue_depth{0};
   std::atomic<int> running{0};  // choices being generated now
   Histogram ttft{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/output_parsers.h"
+#include "generate/embedder.h"
 #include "generate/logits_processors.h"
 #include "generate/sampler.h"
 
@@ -87,5 +88,15 @@ struct Failure {
 using Event = std::variant<Delta, Finish, Usage, Failure>;
 // Called on the engine thread; must not block. Usage or Failure is always the last event.
 using EventSink = std::function<void(Event)>;
+
+// Embeddings: token ids per input (each non-empty, within the context window) and how they are
+// pooled (generate/embedder.h). Answered once, on the engine thread: the vectors in input order,
+// or a Failure. The sink must not block.
+struct EmbeddingRequest {
+  std::vector<std::vector<int>> inputs;
+  EmbedOptions options;
+};
+using EmbeddingResult = std::variant<std::vector<std::vector<float>>, Failure>;
+using EmbeddingSink = std::function<void(EmbeddingResult)>;
 
 }  // namespace mlxcpp::sched

@@ -21,6 +21,7 @@ int run_server(const sched::ServedModel& model, const ServeOptions& opts,
   add_misc_routes(http, ctx);
   add_openai_chat_routes(http, ctx);
   add_openai_completion_routes(http, ctx);
+  add_openai_embedding_routes(http, ctx);
   add_anthropic_routes(http, ctx);
   add_responses_routes(http, ctx);
   // A stop cancels queued and running generations; their streams end and the server exits.

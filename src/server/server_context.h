@@ -42,6 +42,7 @@ void add_route(HttpServer& http, ServerContext& ctx, const std::string& method, 
 // Route groups, one per file.
 void add_openai_chat_routes(HttpServer& http, ServerContext& ctx);       // /v1/chat/completions
 void add_openai_completion_routes(HttpServer& http, ServerContext& ctx); // /v1/completions
+void add_openai_embedding_routes(HttpServer& http, ServerContext& ctx);  // /v1/embeddings
 void add_anthropic_routes(HttpServer& http, ServerContext& ctx);         // /v1/messages, /v1/messages/count_tokens
 void add_responses_routes(HttpServer& http, ServerContext& ctx);         // /v1/responses, GET/DELETE /v1/responses/{id}
 void add_misc_routes(HttpServer& http, ServerContext& ctx);  // /v1/models, /health, /metrics, /tokenize, /detokenize

@@ -22,8 +22,8 @@ READY = re.compile(r"ready at (http://127\.0\.0\.1:\d+)")
 class Server:
     """A running `mlxcpp serve`; .url, .model, .stderr_text(), .stop() -> exit code."""
 
-    def __init__(self, args, ready_timeout=120):
-        cmd = [str(BINARY), "serve", "--model", str(MODEL_DIR), "--port", "0"] + list(args)
+    def __init__(self, args, ready_timeout=120, model_dir=MODEL_DIR):
+        cmd = [str(BINARY), "serve", "--model", str(model_dir), "--port", "0"] + list(args)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self._err = []
         threading.Thread(target=self._drain_err, daemon=True).start()
@@ -42,7 +42,7 @@ class Server:
             self.proc.wait(10)
             raise RuntimeError("mlxcpp serve did not become ready: " + "".join(self._err)[-2000:])
         threading.Thread(target=self._drain_out, daemon=True).start()
-        self.model = MODEL_DIR.name
+        self.model = Path(model_dir).name
 
     def _drain_err(self):
         for line in self.proc.stderr:

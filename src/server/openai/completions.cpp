@@ -25,18 +25,6 @@ struct CompletionRequest {
   GenParams gen;
 };
 
-std::vector<int> token_list(const Json& a, const std::string& where) {
-  std::vector<int> ids;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!a[i].is_number_integer() || a[i].get<int64_t>() < 0 || a[i].get<int64_t>() > kMaxInt32) {
-      throw FieldError(where, fmt::format("'{}' must hold token ids (non-negative integers); item {} is {}", where, i,
-                                          brief(a[i])));
-    }
-    ids.push_back(a[i].get<int>());
-  }
-  return ids;
-}
-
 CompletionRequest parse_completion_request(const Json& body) {
   Fields f(body);
   CompletionRequest r;
@@ -47,7 +35,7 @@ CompletionRequest parse_completion_request(const Json& body) {
     if (v.is_string()) {
       out.text = v.get<std::string>();
     } else if (v.is_array()) {
-      out.ids = token_list(v, "prompt");
+      out.ids = token_ids(v, "prompt");
     } else {
       f.fail("prompt", fmt::format("must be a string, a list of token ids, or a list of those; got {}", brief(v)));
     }

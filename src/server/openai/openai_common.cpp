@@ -1,5 +1,7 @@
 #include "server/openai/openai_common.h"
 
+#include <fmt/format.h>
+
 namespace mlxcpp::server::openai {
 
 namespace {
@@ -25,6 +27,18 @@ Json chat_logprob_entry(const sched::TokenLogprob& lp) {
     top.push_back(Json{{"token", lp.top_tokens[i]}, {"logprob", lp.top[i].second}, {"bytes", bytes_of(lp.top_tokens[i])}});
   }
   return Json{{"token", lp.token}, {"logprob", lp.logprob}, {"bytes", bytes_of(lp.token)}, {"top_logprobs", top}};
+}
+
+std::vector<int> token_ids(const Json& a, const std::string& where) {
+  std::vector<int> ids;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!a[i].is_number_integer() || a[i].get<int64_t>() < 0 || a[i].get<int64_t>() > kMaxInt32) {
+      throw FieldError(where, fmt::format("'{}' must hold token ids (non-negative integers); item {} is {}", where, i,
+                                          brief(a[i])));
+    }
+    ids.push_back(a[i].get<int>());
+  }
+  return ids;
 }
 
 std::string finish_reason(const std::string& engine_reason) {

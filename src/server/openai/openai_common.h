@@ -28,6 +28,9 @@ std::string stream_end(Json chunk, const sched::Usage& u, bool include_usage);
 // A failure after the stream started: the error object as an event, then "data: [DONE]".
 std::string stream_failure(const sched::Failure& f);
 
+// A JSON array of token ids (non-negative integers); FieldError naming `where` otherwise.
+std::vector<int> token_ids(const Json& a, const std::string& where);
+
 // Reads "logprobs" (bool) and "top_logprobs" (0..20) as chat completions does: -1 when off.
 int read_chat_logprobs(const Fields& f);
 
