@@ -189,7 +189,10 @@ std::optional<std::array<mx::array, 3>> fast_path_layout(const mx::array& w, con
   if (k % group != 0 || scales.shape() != mx::Shape{n, k / group} || biases.shape() != scales.shape()) return std::nullopt;
   auto wc = mx::contiguous(w), sc = mx::contiguous(scales), bc = mx::contiguous(biases);
   mx::eval({wc, sc, bc});
-  const bool sym = symmetric(sc, bc, bits, *st);
+  // Without biases a row's share of its block's stream must still be whole uint32 words (the
+  // array's shape): an odd number of groups of 272 or 144 bytes is not.
+  const bool sym = (static_cast<long>(k / group) * rows8_group_bytes(bits, group, *st, true)) % 32 == 0 &&
+                   symmetric(sc, bc, bits, *st);
   const mx::Shape shape{n, rows8_row_words(k, bits, group, *st, sym)};
   mx::array packed(mx::allocator::malloc(static_cast<size_t>(n) * shape[1] * sizeof(uint32_t)), shape, mx::uint32);
   const QMatrixView src{wc.data<uint32_t>(), sc.data<void>(), bc.data<void>(), n, k, bits, group, *st};

@@ -226,6 +226,14 @@ TEST(Rows8, SymmetricMatricesStoreNoBiases) {
       auto got = quantized_matmul_t(q.x, (*r)[0], (*r)[1], (*r)[2], 32, bits, "affine", fast);
       auto same = quantized_matmul_t(q.x, q.w, s, b, 32, bits, "affine", fast);
       EXPECT_LE(rel_err(got, same), 1e-5f) << bits;
+      // One group a row (4-bit g32: 144 bytes a block, 18 a row): not whole words, biases kept.
+      auto q1 = make(1, 16, 32, bits, 32, 800 + bits);
+      auto s1 = mx::astype(q1.scales, dtype);
+      auto b1 = mx::multiply(s1, mx::array(-static_cast<float>(1 << (bits - 1)), dtype));
+      if (auto one = fast_path_layout(q1.w, s1, b1, bits, 32, fast)) {
+        EXPECT_EQ((*one)[2].dtype() == mx::int8,
+                  rows8_group_bytes(bits, 32, stype, true) % 32 == 0) << bits;
+      }
       // An asymmetric matrix keeps its biases.
       auto a = fast_path_layout(q.w, s, mx::add(b, mx::array(0.5f, dtype)), bits, 32, fast);
       ASSERT_TRUE(a.has_value());
