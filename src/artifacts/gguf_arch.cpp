@@ -1,10 +1,12 @@
-// GGUF -> HF for the llama, qwen3, phi3, minicpm, olmo2, granite and gemma3 families. Sources: llama.cpp
+// GGUF -> HF for the llama, qwen3, phi3, minicpm, olmo2, granite and gemma3 families (the sparse
+// ones and glm4: gguf_arch_moe.cpp), and the one table of architectures. Sources: llama.cpp
 // convert_hf_to_gguf.py (LlamaModel.permute for Q/K; Qwen3Model, a Qwen2Model, keeps HF's
 // rotate-half Q/K rows; Phi3MiniModel keeps qkv_proj and gate_up_proj fused and writes
 // longrope's factors as rope_factors_long/short tensors; Gemma3Model adds 1 to every
 // "norm.weight"), gguf-py tensor_mapping.py (names), mlx-lm models/llama.py, qwen3.py, phi3.py
 // and gemma3_text.py (config fields).
 #include "artifacts/gguf_arch.h"
+#include "artifacts/gguf_arch_detail.h"
 
 #include <charconv>
 #include <cmath>
@@ -20,17 +22,9 @@ namespace mlxcpp {
 
 using nlohmann::json;
 
-namespace {
+namespace gguf_detail {
 
-// "<arch>.<key>" accessors.
-struct Keys {
-  const GgufFile& g;
-  std::string arch;
-  std::string k(const std::string& key) const { return arch + "." + key; }
-  int64_t req(const std::string& key) const { return g.req_int(k(key)); }
-  int64_t get(const std::string& key, int64_t dflt) const { return g.opt_int(k(key)).value_or(dflt); }
-  double num(const std::string& key, double dflt) const { return g.opt_number(k(key)).value_or(dflt); }
-};
+namespace {
 
 int64_t vocab_size(const GgufFile& g, const Keys& k) {
   if (auto v = g.opt_int(k.k("vocab_size"))) return *v;
@@ -82,7 +76,16 @@ json common_config(const GgufFile& g, const Keys& k) {
   return c;
 }
 
-// rope.scaling.{type,factor,original_context_length} -> HF rope_scaling (linear and yarn only).
+const BlockNames& attention_and_mlp() {
+  static const BlockNames kNames = {
+      {"attn_norm", "input_layernorm"},  {"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
+      {"attn_v", "self_attn.v_proj"},    {"attn_output", "self_attn.o_proj"}, {"ffn_gate", "mlp.gate_proj"},
+      {"ffn_up", "mlp.up_proj"},         {"ffn_down", "mlp.down_proj"},   {"attn_rot_embd", ""}};
+  return kNames;
+}
+
+}  // namespace
+
 std::optional<json> rope_scaling(const GgufFile& g, const Keys& k) {
   auto type = g.opt_string(k.k("rope.scaling.type"));
   if (!type || *type == "none") return std::nullopt;
@@ -95,9 +98,15 @@ std::optional<json> rope_scaling(const GgufFile& g, const Keys& k) {
   g.fail_key(k.k("rope.scaling.type"), fmt::format("'{}' is not supported (known: none, linear, yarn)", *type));
 }
 
-// "blk.N.<part>.<weight|bias>" and top-level names -> HF names via a per-family block table.
-std::optional<std::string> map_name(const GgufFile& g, const std::string& name,
-                                    const std::map<std::string, std::string>& block) {
+int block_index(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  int layer = -1;
+  const char* end = name.data() + name.size();
+  auto [p, ec] = std::from_chars(name.data() + 4, end, layer);
+  return ec == std::errc() && p != end && *p == '.' ? layer : -1;
+}
+
+std::optional<std::string> map_name(const GgufFile& g, const std::string& name, const BlockNames& block) {
   static const std::map<std::string, std::string> kTop = {
       {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
   auto unknown = [&]() -> std::optional<std::string> {
@@ -109,34 +118,20 @@ std::optional<std::string> map_name(const GgufFile& g, const std::string& name,
   if (suffix != ".weight" && suffix != ".bias") return unknown();
   if (stem == "rope_freqs") return std::nullopt;
   if (auto it = kTop.find(stem); it != kTop.end()) return it->second + suffix;
-  if (stem.rfind("blk.", 0) != 0) return unknown();
-  auto dot2 = stem.find('.', 4);
-  if (dot2 == std::string::npos) return unknown();
-  int layer = -1;
-  auto [p, ec] = std::from_chars(stem.data() + 4, stem.data() + dot2, layer);
-  if (ec != std::errc() || p != stem.data() + dot2) return unknown();
-  auto it = block.find(stem.substr(dot2 + 1));
+  const int layer = block_index(stem);
+  if (layer < 0) return unknown();
+  auto it = block.find(stem.substr(stem.find('.', 4) + 1));
   if (it == block.end()) return unknown();
   if (it->second.empty()) return std::nullopt;
   return fmt::format("model.layers.{}.{}{}", layer, it->second, suffix);
 }
 
-const std::map<std::string, std::string>& attention_and_mlp() {
-  static const std::map<std::string, std::string> kNames = {
-      {"attn_norm", "input_layernorm"},  {"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
-      {"attn_v", "self_attn.v_proj"},    {"attn_output", "self_attn.o_proj"}, {"ffn_gate", "mlp.gate_proj"},
-      {"ffn_up", "mlp.up_proj"},         {"ffn_down", "mlp.down_proj"},   {"attn_rot_embd", ""}};
-  return kNames;
-}
-
-// attention_and_mlp() plus a family's own block tensors.
-std::map<std::string, std::string> block_names(std::initializer_list<std::pair<const std::string, std::string>> extra) {
+BlockNames block_names(std::initializer_list<std::pair<const std::string, std::string>> extra) {
   auto m = attention_and_mlp();
   for (const auto& [gguf, hf] : extra) m[gguf] = hf;
   return m;
 }
 
-// common_config plus the HF class, model_type and rope_theta (GGUF's freq_base, else `theta`).
 json family_config(const GgufFile& g, const Keys& k, const char* cls, const char* model_type, double theta) {
   json c = common_config(g, k);
   c["architectures"] = {cls};
@@ -145,9 +140,14 @@ json family_config(const GgufFile& g, const Keys& k, const char* cls, const char
   return c;
 }
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
+
+}  // namespace gguf_detail
+
+namespace {
+
+using namespace gguf_detail;
+
+bool ends_with(const std::string& s, const std::string& tail) { return s.ends_with(tail); }
 
 // family_config plus what LlamaModel-style converters leave implicit: SiLU, no biases, the
 // GGUF's rope scaling.
@@ -385,8 +385,9 @@ const std::vector<std::pair<std::string, const GgufArch*>>& arch_table() {
   static const Olmo2Arch kOlmo2;
   static const GraniteArch kGranite;
   static const std::vector<std::pair<std::string, const GgufArch*>> kTable = {
-      {"gemma3", &kGemma3}, {"granite", &kGranite}, {"llama", &kLlama}, {"minicpm", &kMiniCpm},
-      {"olmo2", &kOlmo2},   {"phi3", &kPhi3},       {"qwen3", &kQwen3}};
+      {"gemma3", &kGemma3}, {"glm4", &glm4_arch()}, {"glm4moe", &glm4moe_arch()}, {"granite", &kGranite},
+      {"llama", &kLlama},   {"minicpm", &kMiniCpm}, {"olmo2", &kOlmo2},           {"phi3", &kPhi3},
+      {"qwen3", &kQwen3},   {"qwen3moe", &qwen3moe_arch()}};
   return kTable;
 }
 

@@ -1,5 +1,6 @@
-// Helpers shared by the artifacts tests: a self-removing temp folder, raw safetensors
-// writers, and "this throws exactly E with these words in the message".
+// Helpers shared by the artifacts tests (and the models suite's GGUF import test): a self-removing
+// temp folder, raw safetensors writers, "this throws exactly E with these words in the message",
+// a snapshot's tensor dequantized.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <functional>
 #include <initializer_list>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -97,6 +99,19 @@ inline void expect_contains(const std::string& msg, std::initializer_list<std::s
   for (const auto& p : parts) {
     EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
   }
+}
+
+// The tensor `name` of a snapshot as float32, dequantizing `<base>.weight` when `<base>.scales` exists.
+inline mlx::core::array snapshot_tensor(const std::map<std::string, mlx::core::array>& w, const nlohmann::json& config,
+                                        const std::string& name) {
+  namespace mx = mlx::core;
+  std::string base = name.substr(0, name.size() - std::string(".weight").size());
+  auto scales = w.find(base + ".scales");
+  if (scales == w.end()) return mx::astype(w.at(name), mx::float32);
+  const nlohmann::json& q = config.at("quantization");
+  const nlohmann::json& spec = q.contains(base) ? q.at(base) : q;
+  return mx::dequantize(w.at(name), scales->second, w.at(base + ".biases"), spec.at("group_size").get<int>(),
+                        spec.at("bits").get<int>(), "affine", std::nullopt, mx::float32);
 }
 
 }  // namespace mlxcpp::test

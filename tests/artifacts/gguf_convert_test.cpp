@@ -30,17 +30,6 @@ fs::path vocab_dir() {
   return env ? env : "/work/shared/fixtures/gguf-vocab";
 }
 
-// The tensor `name` of a snapshot as float32, dequantizing `<base>.weight` when `<base>.scales` exists.
-mx::array snapshot_tensor(const std::map<std::string, mx::array>& w, const json& config, const std::string& name) {
-  std::string base = name.substr(0, name.size() - std::string(".weight").size());
-  auto scales = w.find(base + ".scales");
-  if (scales == w.end()) return mx::astype(w.at(name), mx::float32);
-  const json& q = config.at("quantization");
-  const json& spec = q.contains(base) ? q.at(base) : q;
-  return mx::dequantize(w.at(name), scales->second, w.at(base + ".biases"), spec.at("group_size").get<int>(),
-                        spec.at("bits").get<int>(), "affine", std::nullopt, mx::float32);
-}
-
 class GgufConvert : public ::testing::TestWithParam<std::string> {
  protected:
   TempDir dir_;

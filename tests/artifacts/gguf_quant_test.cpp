@@ -173,6 +173,30 @@ TEST(GgufQuant, SixteenWideTypesAreRequantized) {
   EXPECT_EQ(n, 7);
 }
 
+// A stack of matrices (a MoE layer's experts, [E, rows, cols]) converts as each matrix alone:
+// every slice of the weight, scales and biases equals the 2-D conversion of that slice's bytes.
+TEST(GgufQuant, StackConvertsAsItsMatrices) {
+  int n = 0;
+  for (const auto& c : cases()) {
+    if (c.shape.size() != 3 || is(c, {"F32", "F16", "BF16"})) continue;
+    SCOPED_TRACE(c.name);
+    ++n;
+    auto stack = std::get<MlxAffine>(mlxcpp::convert_ggml_tensor(c.view()));
+    const int experts = static_cast<int>(c.shape[0]);
+    const size_t bytes = c.bytes.nbytes() / experts;
+    for (int e = 0; e < experts; ++e) {
+      GgmlTensorView one{c.name, c.id, {c.shape[1], c.shape[2]}, c.bytes.data<uint8_t>() + e * bytes, bytes};
+      auto q = std::get<MlxAffine>(mlxcpp::convert_ggml_tensor(one));
+      EXPECT_EQ(q.bits, stack.bits);
+      for (auto [got, want] : {std::pair{stack.weight, q.weight}, {stack.scales, q.scales}, {stack.biases, q.biases}}) {
+        auto slice = mx::squeeze(mx::slice(got, {e, 0, 0}, {e + 1, got.shape(1), got.shape(2)}), 0);
+        EXPECT_TRUE(mlxcpp::test::same_array(slice, want)) << "expert " << e;
+      }
+    }
+  }
+  EXPECT_EQ(n, 5 + 10);  // quantize_2x3x64 of the five 32-wide types, random_2x2x256 of all ten
+}
+
 TEST(GgufQuant, DenseTypesAreKeptAsTheyAre) {
   for (const auto& c : cases()) {
     if (!is(c, {"F32", "F16", "BF16"})) continue;

@@ -96,6 +96,18 @@ def vocab(size):
     return tokens, types, merges
 
 
+def add_vocab(w, size):
+    """vocab(size) as a gpt2-model tokenizer, <|endoftext|> as BOS and EOS."""
+    tokens, types, merges = vocab(size)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("gpt-2")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(len(tokens) - 1)
+    w.add_eos_token_id(len(tokens) - 1)
+
+
 def write_case(case, weights, cfg, out, arch="llama"):
     heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     head_dim = cfg.get("head_dim", cfg["hidden_size"] // heads)
@@ -134,14 +146,7 @@ def write_case(case, weights, cfg, out, arch="llama"):
     if head_dim != cfg["hidden_size"] // heads:
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
-    tokens, types, merges = vocab(cfg["vocab_size"])
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("gpt-2")
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    w.add_token_merges(merges)
-    w.add_bos_token_id(len(tokens) - 1)
-    w.add_eos_token_id(len(tokens) - 1)
+    add_vocab(w, cfg["vocab_size"])
     expected, used = {}, set()
     for hf, arr in sorted(weights.items()):
         data = np.array(arr.astype(mx.float32))
