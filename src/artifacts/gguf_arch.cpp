@@ -265,8 +265,8 @@ class Olmo2Arch : public GgufArch {
   std::optional<std::string> hf_name(const GgufFile& g, const std::string& name) const override {
     static const auto kBlock = block_names({{"attn_q_norm", "self_attn.q_norm"},
                                             {"attn_k_norm", "self_attn.k_norm"},
-                                            {"attn_post_norm", "post_attention_layernorm"},
-                                            {"ffn_post_norm", "post_feedforward_layernorm"}});
+                                            {"post_attention_norm", "post_attention_layernorm"},
+                                            {"post_ffw_norm", "post_feedforward_layernorm"}});
     return map_name(g, name, kBlock);
   }
   GgufTensorFix fix(const GgufFile&, const std::string&) const override { return {}; }

@@ -49,7 +49,7 @@ BLOCK = {
 
 
 # Olmo2Model: the branches' post-norms (no input norms).
-OLMO2_BLOCK = {**BLOCK, "post_attention_layernorm": "attn_post_norm", "post_feedforward_layernorm": "ffn_post_norm"}
+OLMO2_BLOCK = {**BLOCK, "post_attention_layernorm": "post_attention_norm", "post_feedforward_layernorm": "post_ffw_norm"}
 
 
 def gguf_name(hf, arch="llama"):
