@@ -124,7 +124,7 @@ class Qwen3MoeArch : public GgufArch {
     c["decoder_sparse_step"] = 1;
     c["mlp_only_layers"] = json::array();
     c["norm_topk_prob"] = true;  // qwen3moe.cpp: build_moe_ffn(..., norm_w = true, ...)
-    const MoeShape shape{c["hidden_size"], experts, ff};
+    const MoeShape shape{c["hidden_size"].get<int64_t>(), experts, ff};
     for (int i = 0; i < c["num_hidden_layers"].get<int>(); ++i) check_moe_layer(g, k, i, shape);
     return c;
   }
@@ -215,7 +215,7 @@ class Glm4MoeArch : public GlmArchBase {
     c["norm_topk_prob"] = g.opt_bool(k.k("expert_weights_norm")).value_or(false);
     c["scoring_func"] = "sigmoid";
     c["topk_method"] = "noaux_tc";
-    const MoeShape shape{c["hidden_size"], experts, ff, ff * shared, true};
+    const MoeShape shape{c["hidden_size"].get<int64_t>(), experts, ff, ff * shared, true};
     for (int i = static_cast<int>(dense); i < c["num_hidden_layers"].get<int>(); ++i) check_moe_layer(g, k, i, shape);
     return c;
   }
