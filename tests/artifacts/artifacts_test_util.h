@@ -1,6 +1,6 @@
 // Helpers shared by the artifacts tests (and the models suite's GGUF import test): a self-removing
 // temp folder, raw safetensors writers, "this throws exactly E with these words in the message",
-// a snapshot's tensor dequantized.
+// a snapshot's tensors dequantized and compared.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 
+#include <mlx/io.h>
 #include <nlohmann/json.hpp>
 
 #include "test_support.h"
@@ -112,6 +113,31 @@ inline mlx::core::array snapshot_tensor(const std::map<std::string, mlx::core::a
   const nlohmann::json& spec = q.contains(base) ? q.at(base) : q;
   return mx::dequantize(w.at(name), scales->second, w.at(base + ".biases"), spec.at("group_size").get<int>(),
                         spec.at("bits").get<int>(), "affine", std::nullopt, mx::float32);
+}
+
+// The tensors of the snapshot file, after checking that each tensor of `expected_file` (HF names,
+// float32) is there and equals it, dequantized, bit for bit.
+inline std::map<std::string, mlx::core::array> expect_snapshot_equals(const std::filesystem::path& snapshot_file,
+                                                                      const nlohmann::json& config,
+                                                                      const std::filesystem::path& expected_file) {
+  namespace mx = mlx::core;
+  auto loaded = mx::load_safetensors(snapshot_file.string()).first;
+  std::map<std::string, mx::array> w(loaded.begin(), loaded.end());
+  auto expected = mx::load_safetensors(expected_file.string()).first;
+  EXPECT_FALSE(expected.empty()) << expected_file;
+  for (const auto& [name, want] : expected) {
+    if (!w.count(name)) {
+      ADD_FAILURE() << name << ": not in the snapshot";
+      continue;
+    }
+    auto got = snapshot_tensor(w, config, name);
+    if (got.shape() != want.shape()) {
+      ADD_FAILURE() << name << ": another shape";
+      continue;
+    }
+    EXPECT_EQ(max_abs_diff(got, want), 0.0f) << name;
+  }
+  return w;
 }
 
 }  // namespace mlxcpp::test

@@ -81,23 +81,16 @@ TEST_P(GgufConvert, TensorsEqualGgufPyDequantization) {
     }
   }
 
-  auto snapshot = mx::load_safetensors((dir_ / "model.safetensors").string()).first;
-  std::map<std::string, mx::array> w(snapshot.begin(), snapshot.end());
-  auto expected = mx::load_safetensors((gguf_goldens() / c.at("expected").get<std::string>()).string()).first;
-  ASSERT_FALSE(expected.empty());
-  for (const auto& [name, want] : expected) {
-    ASSERT_TRUE(w.count(name)) << name;
-    auto got = snapshot_tensor(w, config, name);
-    ASSERT_EQ(got.shape(), want.shape()) << name;
-    EXPECT_EQ(max_abs_diff(got, want), 0.0f) << name;
-  }
+  expect_snapshot_equals(dir_ / "model.safetensors", config, gguf_goldens() / c.at("expected").get<std::string>());
   if (GetParam() == "q4_0") {  // matrices Q4_0 (default), the embedding Q8_0 (override)
     const json& q = config.at("quantization");
     EXPECT_EQ(q.at("bits"), 4);
     EXPECT_EQ(q.at("group_size"), 32);
     EXPECT_EQ(q.at("model.embed_tokens").at("bits"), 8);
   }
-  if (GetParam() == "f16") EXPECT_FALSE(config.contains("quantization"));
+  if (GetParam() == "f16") {
+    EXPECT_FALSE(config.contains("quantization"));
+  }
 
   // Our own loader accepts the snapshot, and the tokenizer files are there.
   auto ck = Checkpoint::open(dir_.path());
