@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "kernels/kernel_context.h"
+#include "kernels/moe_ops.h"
 #include "kernels/ops.h"
 #include "test_support.h"
 
@@ -110,6 +111,50 @@ TEST(GatherQmmPrimitive, IndicesOutsideTheTablesAreClampedAndOtherCasesStayStock
   auto q1 = mx::quantize(randn({3, 16, 64}, 9, 0.05f), 32, 1);
   EXPECT_STRNE(gather_qmm_t(x, q1[0], q1[1], q1[2], std::nullopt, rhs, 32, 1, "affine", fast).primitive().name(),
                "MlxcppGatherQmm");
+}
+
+}  // namespace
+
+namespace {
+
+// The MoE primitive (moe_glu) on a prompt longer than its chunk of tokens: every token's row is
+// bit for bit what it is in a shorter call (a chunk boundary, like the batch's other tokens,
+// changes no row), and close to the stock composition of gather_qmm, SiLU and the weighted sum.
+TEST(MoeGlu, ChunkedPromptRowsEqualShorterCalls) {
+  auto fast = std::make_shared<const KernelContext>();
+  const int E = 8, top_k = 2, d = 64, h = 32, T = 1100;
+  auto layout = [&](int n, int k, uint64_t seed) {
+    auto q = experts(E, n, k, 4, 32, seed);
+    auto r = experts_layout(q.w, q.scales, q.biases, 4, 32, fast);
+    EXPECT_TRUE(r.has_value());
+    return std::make_pair(ExpertsLinear{(*r)[0], (*r)[1], (*r)[2], E, n, k, 4, 32}, q);
+  };
+  auto [gate, gq] = layout(h, d, 11);
+  auto [up, uq] = layout(h, d, 12);
+  auto [down, dq] = layout(d, h, 13);
+  auto x = randn({1, T, d}, 14, 1.f);
+  auto inds = mx::astype(mx::random::randint(0, E, {1, T, top_k}, mx::int32, mx::random::key(15)), mx::uint32);
+  auto scores = mx::random::uniform({1, T, top_k}, mx::float32, mx::random::key(16));
+  mx::eval({x, inds, scores});
+  auto all = moe_glu(x, inds, scores, gate, up, down, fast);
+  ASSERT_TRUE(all.has_value());
+  const int cut = 600;
+  auto part = [&](int a, int b) {
+    auto r = moe_glu(mx::slice(x, {0, a, 0}, {1, b, d}), mx::slice(inds, {0, a, 0}, {1, b, top_k}),
+                     mx::slice(scores, {0, a, 0}, {1, b, top_k}), gate, up, down, fast);
+    return *r;
+  };
+  auto joined = mx::concatenate({part(0, cut), part(cut, T)}, 1);
+  EXPECT_EQ(max_abs_diff(*all, joined), 0.f);
+  // Stock: per pair gate/up/down through mx.gather_qmm, silu(g) * u, then sum_j scores_j * y_j.
+  auto xe = mx::expand_dims(x, {-2, -3});
+  auto gq32 = [&](const Experts& q, const mx::array& in) {
+    return mx::gather_qmm(in, q.w, q.scales, q.biases, std::nullopt, inds, true, 32, 4);
+  };
+  auto g = gq32(gq, xe), u = gq32(uq, xe);
+  auto y = mx::squeeze(gq32(dq, mx::multiply(mx::multiply(g, mx::sigmoid(g)), u)), -2);
+  auto ref = mx::sum(mx::multiply(y, mx::expand_dims(scores, -1)), -2);
+  EXPECT_LE(rel_err(*all, ref), 2e-3f);
 }
 
 }  // namespace
