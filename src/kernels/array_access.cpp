@@ -37,7 +37,6 @@ long row_index_any(const mx::array& ids, size_t i, long rows) {
   }
 }
 
-
 bool is_contiguous_f32(const mx::array& a) { return a.dtype() == mx::float32 && a.flags().row_contiguous; }
 
 namespace {

@@ -31,6 +31,10 @@ struct ScalePair {
 ScalePair scale_pair(const mlx::core::array& s, const mlx::core::array& b, std::vector<float>& s_scratch,
                      std::vector<float>& b_scratch);
 
+// The index types our primitives read (row_index_any's).
+inline bool index_dtype(mlx::core::Dtype d) {
+  return d == mlx::core::int32 || d == mlx::core::uint32 || d == mlx::core::int64 || d == mlx::core::uint64;
+}
 // Element i (row-major order) of the integer array `ids`, whatever its strides, as a row of a
 // table of `rows` (negative ids wrap as take's; clamped into the table).
 long row_index_any(const mlx::core::array& ids, size_t i, long rows);

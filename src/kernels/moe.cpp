@@ -131,8 +131,7 @@ void MoeGluPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& 
 }
 
 bool experts_ok(const ExpertsLinear& l) {
-  const auto st = scale_type(l.scales.dtype());
-  return qmatmul_supported(l.bits, l.group) && st && kernel_scale_pair(l.w, l.scales, l.biases) && l.w.dtype() == mx::uint32 &&
+  return qmatmul_supported(l.bits, l.group) && kernel_scale_pair(l.w, l.scales, l.biases) && l.w.dtype() == mx::uint32 &&
          l.w.ndim() == 2 && l.w.shape(0) == l.experts * l.n && l.w.flags().row_contiguous &&
          l.scales.flags().row_contiguous && l.biases.flags().row_contiguous && l.experts > 0 &&
          quantized_k(l.w, l.scales, l.biases, l.bits, l.group) == l.k;
@@ -165,9 +164,7 @@ std::optional<std::array<mx::array, 3>> experts_layout(const mx::array& w, const
 std::optional<mx::array> moe_glu(const mx::array& x, const mx::array& indices, const mx::array& scores,
                                  const ExpertsLinear& gate, const ExpertsLinear& up, const ExpertsLinear& down,
                                  const FastPath& fast) {
-  const bool index_ok = indices.dtype() == mx::int32 || indices.dtype() == mx::uint32 || indices.dtype() == mx::int64 ||
-                        indices.dtype() == mx::uint64;
-  if (!use_fast(fast) || x.dtype() != mx::float32 || x.ndim() < 1 || x.size() == 0 || !index_ok ||
+  if (!use_fast(fast) || x.dtype() != mx::float32 || x.ndim() < 1 || x.size() == 0 || !index_dtype(indices.dtype()) ||
       scores.dtype() != mx::float32 || indices.ndim() != x.ndim() || scores.shape() != indices.shape() ||
       !experts_ok(gate) || !experts_ok(up) || !experts_ok(down)) {
     return std::nullopt;

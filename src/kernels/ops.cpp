@@ -10,11 +10,11 @@
 
 #include "core/errors.h"
 #include "kernels/array_access.h"
-#include "kernels/scale_load.h"
 #include "kernels/block_primitives.h"
 #include "kernels/cpu_features.h"
 #include "kernels/primitives.h"
 #include "kernels/qmatmul.h"
+#include "kernels/scale_load.h"
 
 namespace mx = mlx::core;
 
@@ -47,9 +47,6 @@ mx::array quantized_matmul_t(const mx::array& x, const mx::array& w, const mx::a
 }
 
 namespace {
-
-// The index types our primitives read.
-bool index_dtype(mx::Dtype d) { return d == mx::int32 || d == mx::uint32 || d == mx::int64 || d == mx::uint64; }
 
 // Whether our gather_qmm primitive covers these operands (else stock MLX, which also reports
 // shape errors).
@@ -156,18 +153,20 @@ namespace {
 // Whether every bias is -2^(bits-1) x its scale, exactly (GGUF's Q4_0 / Q8_0 converted: a
 // symmetric kRows8 matrix stores no biases). Contiguous evaluated arrays; stops at the first
 // other value (an mlx_lm.convert checkpoint's first group).
-bool symmetric(const mx::array& scales, const mx::array& biases, int bits, ScaleType st) {
-  const long n = static_cast<long>(scales.size());
-  for (long i = 0; i < n; ++i) {
-    float s, b;
-    switch (st) {
-      case ScaleType::kF32: s = load_scale<ScaleType::kF32>(scales.data<void>(), i), b = load_scale<ScaleType::kF32>(biases.data<void>(), i); break;
-      case ScaleType::kF16: s = load_scale<ScaleType::kF16>(scales.data<void>(), i), b = load_scale<ScaleType::kF16>(biases.data<void>(), i); break;
-      default: s = load_scale<ScaleType::kBF16>(scales.data<void>(), i), b = load_scale<ScaleType::kBF16>(biases.data<void>(), i); break;
+template <ScaleType ST>
+struct Symmetric {
+  static bool call(const mx::array& scales, const mx::array& biases, int bits) {
+    const long n = static_cast<long>(scales.size());
+    for (long i = 0; i < n; ++i) {
+      if (load_scale<ST>(biases.data<void>(), i) != rows8_sym_bias(bits, load_scale<ST>(scales.data<void>(), i))) {
+        return false;
+      }
     }
-    if (b != rows8_sym_bias(bits, s)) return false;
+    return n > 0;
   }
-  return n > 0;
+};
+bool symmetric(const mx::array& scales, const mx::array& biases, int bits, ScaleType st) {
+  return with_scale_type<Symmetric>(st, scales, biases, bits);
 }
 
 }  // namespace

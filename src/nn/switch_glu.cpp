@@ -31,7 +31,6 @@ SwitchLinear SwitchLinear::load(const LoadContext& ctx, const std::string& path,
       l.qweight_ = (*r)[0];
       l.scales_ = (*r)[1];
       l.biases_ = (*r)[2];
-      l.flat_ = true;
       return l;
     }
   }
@@ -43,7 +42,7 @@ SwitchLinear SwitchLinear::load(const LoadContext& ctx, const std::string& path,
 }
 
 mx::array SwitchLinear::operator()(const mx::array& x, const mx::array& idx, bool sorted) const {
-  if (flat_) {
+  if (flat()) {
     // The fast path's [E * out, ...] form: MLX's layout reshapes back for stock MLX (16-bit
     // scales cast to x's type, as quantized_matmul_t does); kRows8 has no stock kernel.
     if (kernels::is_rows8(*qweight_, *scales_)) throw Error(kernels::kRows8Stock);
@@ -58,7 +57,7 @@ mx::array SwitchLinear::operator()(const mx::array& x, const mx::array& idx, boo
 }
 
 std::optional<kernels::ExpertsLinear> SwitchLinear::experts_view() const {
-  if (!flat_) return std::nullopt;
+  if (!flat()) return std::nullopt;
   const int k = kernels::quantized_k(*qweight_, *scales_, *biases_, spec_.bits, spec_.group_size);
   return kernels::ExpertsLinear{*qweight_, *scales_, *biases_, experts_, out_, k, spec_.bits, spec_.group_size};
 }

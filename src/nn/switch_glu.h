@@ -31,7 +31,9 @@ class SwitchLinear {
   // MLX), or in fast mode the same rows as one [E * out, ...] matrix, possibly in kRows8.
   std::optional<mlx::core::array> qweight_, scales_, biases_;
   QuantSpec spec_;
-  bool flat_ = false;  // the fast path's [E * out, ...] form
+
+  // The fast path's [E * out, ...] form (a 2-D quantized weight).
+  bool flat() const { return qweight_ && qweight_->ndim() == 2; }
 };
 
 class SwitchGLU {
