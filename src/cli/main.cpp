@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   add(mlxcpp::cli::add_bench);
   add(mlxcpp::cli::add_serve);
   add(mlxcpp::cli::add_ls);
+  add(mlxcpp::cli::add_perplexity);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
