@@ -42,6 +42,10 @@ void add_sampling_options(CLI::App* sub, SamplingArgs& a) {
       ->capture_default_str();
   sub->add_option("--prefill-step-size", a.prefill_step_size, "Prompt tokens per prefill chunk")->capture_default_str();
   sub->add_option("--max-kv-size", a.max_kv_size, "Bound the KV cache (rotating, keeps 4 tokens)");
+  sub->add_option("--kv-bits", a.kv_bits, "Quantize the KV cache to 2, 4 or 8 bits (mlx-lm's QuantizedKVCache)");
+  sub->add_option("--kv-group-size", a.kv_group_size, "Group size of the KV cache quantization")->capture_default_str();
+  sub->add_option("--quantized-kv-start", a.quantized_kv_start, "Tokens in the cache before it is quantized")
+      ->capture_default_str();
   sub->add_flag("--ignore-eos", a.ignore_eos, "Do not stop at the end-of-sequence ids");
 }
 
@@ -98,6 +102,10 @@ GenerationRequest make_request(const SamplingArgs& a) {
   req.options.max_tokens = a.max_tokens;
   req.options.prefill_step_size = a.prefill_step_size;
   req.options.max_kv_size = a.max_kv_size;
+  if (a.kv_bits) {
+    req.options.kv_quantization = KvQuantization{*a.kv_bits, a.kv_group_size, a.quantized_kv_start};
+    check_kv_quantization(*req.options.kv_quantization);
+  }
   req.seed = a.seed;
   return req;
 }

@@ -34,6 +34,9 @@ struct SamplingArgs {
   int repetition_context_size = 20;
   int prefill_step_size = 2048;
   std::optional<int> max_kv_size;
+  std::optional<int> kv_bits;  // mlx-lm's --kv-bits, --kv-group-size, --quantized-kv-start
+  int kv_group_size = 64;
+  int quantized_kv_start = 5000;
   bool ignore_eos = false;
 };
 
@@ -46,7 +49,8 @@ struct TextArgs {
 // --model, --parity, --isa, --threads, --f32-dot, --kv-f32, --mlx-layout.
 void add_model_options(CLI::App* sub, ModelArgs& a);
 // --max-tokens, --temp, --top-p, --top-k, --min-p, --min-tokens-to-keep, --xtc-*, --seed,
-// --repetition-*, --prefill-step-size, --max-kv-size, --ignore-eos.
+// --repetition-*, --prefill-step-size, --max-kv-size, --kv-bits, --kv-group-size,
+// --quantized-kv-start, --ignore-eos.
 void add_sampling_options(CLI::App* sub, SamplingArgs& a);
 // --stop (repeatable), --chat-template-kwargs (alias --chat-template-config, mlx-lm's name).
 void add_text_options(CLI::App* sub, TextArgs& a);

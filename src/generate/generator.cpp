@@ -28,6 +28,7 @@ Generator::Generator(const Model& model, std::vector<int> prompt, Sampler sample
     }
   }
   if (opts_.prefill_step_size <= 0) throw RequestError("[generate] prefill_step_size must be positive");
+  if (opts_.kv_quantization) check_kv_quantization(*opts_.kv_quantization);
   if (!processors_.empty() && !opts_.history.empty()) {
     tokens_ = mx::array(opts_.history.data(), {static_cast<int>(opts_.history.size())}, mx::int32);
   }
@@ -52,6 +53,7 @@ std::pair<mx::array, mx::array> Generator::step(const mx::array& input) {
     tokens_ = tokens_ ? mx::concatenate({*tokens_, input}) : input;
     for (const auto& p : processors_) logits = p(*tokens_, logits);
   }
+  maybe_quantize();
   // mlx-lm: logits - mx.logsumexp(logits, keepdims=True); fast mode: one primitive of ours.
   auto fast = kernels::log_softmax(logits, model_.fast_path());
   auto logprobs = fast ? *fast : mx::subtract(logits, mx::logsumexp(logits, /*keepdims=*/true));
@@ -69,6 +71,7 @@ void Generator::prefill() {
     if (const int rest = total - done - 1 - n; rest > 0 && rest <= tail) n += rest;
     auto chunk = mx::slice(prompt, {0}, {n});
     model_(mx::expand_dims(chunk, 0), &caches_);
+    maybe_quantize();
     std::vector<mx::array> state;
     for (const auto& c : caches_) {
       for (auto& a : c->state_to_eval()) state.push_back(a);
@@ -83,6 +86,10 @@ void Generator::prefill() {
   mx::async_eval({y, lp});
   y_ = y;
   logprobs_ = lp;
+}
+
+void Generator::maybe_quantize() {
+  if (opts_.kv_quantization) maybe_quantize_kv_cache(caches_, *opts_.kv_quantization);
 }
 
 std::optional<GeneratedToken> Generator::next() {

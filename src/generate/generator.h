@@ -11,6 +11,7 @@
 #include <mlx/array.h>
 
 #include "cache/kv_cache.h"
+#include "cache/quantized_kv_cache.h"
 #include "generate/logits_processors.h"
 #include "generate/sampler.h"
 #include "models/model.h"
@@ -21,6 +22,9 @@ struct GenerateOptions {
   int max_tokens = 256;          // -1: no limit
   int prefill_step_size = 2048;
   std::optional<int> max_kv_size;  // use RotatingKVCache(max_kv_size, keep=4) when set
+  // kv_bits: each plain KVCache becomes a QuantizedKVCache once it holds kv_quantization->start
+  // tokens (checked after every forward, as generate_step's maybe_quantize_kv_cache).
+  std::optional<KvQuantization> kv_quantization;
   // Tokens the given caches already hold (a prompt-cache hit): the logits processors' history
   // starts with them, so penalties see the same context as without the cache.
   std::vector<int> history;
@@ -50,6 +54,7 @@ class Generator {
  private:
   std::pair<mlx::core::array, mlx::core::array> step(const mlx::core::array& input);
   void prefill();
+  void maybe_quantize();
 
   const Model& model_;
   std::vector<int> prompt_;

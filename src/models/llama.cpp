@@ -171,8 +171,7 @@ class Attention {
       k = rope_->apply(k, cache);
     }
     if (llama4_beta_) q = mx::multiply(q, llama4_attn_scale(L, cache, q.dtype()));
-    if (cache) std::tie(k, v) = cache->update_and_fetch(k, v);
-    auto out = scaled_dot_product_attention(q, k, v, scale_, mask);
+    auto out = cached_attention(q, k, v, cache, scale_, mask);
     return o_(mx::reshape(mx::transpose(out, {0, 2, 1, 3}), {B, L, -1}));
   }
 

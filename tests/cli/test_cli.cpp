@@ -117,3 +117,27 @@ TEST(CliErrors, UnknownSubcommandOrFlag) {
 }
 
 }  // namespace
+
+// --kv-bits / --kv-group-size / --quantized-kv-start: mlx-lm's generate_step with kv_bits
+// (tools/oracle/kv_quant_goldens.py: prefill chunks of 8, the cache quantized after 12 tokens).
+TEST(CliKvBits, GreedyIdsEqualMlxLm) {
+  auto g = load_golden_file("kv_quant", "llama_b4_start12", "kv_quant_goldens.py");
+  ASSERT_TRUE(g.has_value());
+  auto ids = [](const mlx::core::array& a) {
+    std::vector<int> out;
+    for (int64_t v : int64s(a)) out.push_back(static_cast<int>(v));
+    return out;
+  };
+  auto expect = ids(g->at("tokens"));
+  auto r = run_cli("generate --parity --ignore-eos --prefill-step-size 8 --kv-bits 4 --kv-group-size 32 "
+                   "--quantized-kv-start 12 --max-tokens " + std::to_string(expect.size()) + " --model " +
+                   quote(tiny_model_dir("llama-q4g64")) + " --prompt-ids " + join_ids(ids(g->at("prompt"))));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, join_ids(expect) + "\n");
+  expect_one_line_error(run_cli("generate --kv-bits 3 --model " + quote(tiny_model_dir("llama-q4g64")) +
+                                " --prompt-ids 1,2"),
+                        "kv_bits must be 2, 4 or 8");
+  expect_one_line_error(run_cli("generate --kv-bits 4 --quantized-kv-start 0 --model " +
+                                quote(tiny_model_dir("llama-q4g64")) + " --prompt-ids 1,2"),
+                        "kv_group_size 64 does not divide the head dimension 32");
+}

@@ -1,0 +1,140 @@
+// Port of mlx_lm/models/cache.py QuantizedKVCache (and KVCache.to_quantized).
+#include "cache/quantized_kv_cache.h"
+
+#include <algorithm>
+#include <functional>
+
+#include <fmt/format.h>
+#include <mlx/ops.h>
+
+#include "cache/cache_ops.h"
+#include "core/errors.h"
+
+namespace mx = mlx::core;
+
+namespace mlxcpp {
+
+using cache_detail::seq_assign;
+using cache_detail::seq_slice;
+
+namespace {
+
+QuantizedRows quantize_rows(const mx::array& x, int group_size, int bits) {
+  if (x.shape(-1) % group_size != 0) {
+    throw RequestError(fmt::format("[kv cache] kv_group_size {} does not divide the head dimension {}", group_size,
+                                   x.shape(-1)));
+  }
+  auto q = mx::quantize(x, group_size, bits);
+  return {q.at(0), q.at(1), q.at(2)};
+}
+
+QuantizedRows map_rows(const QuantizedRows& r, const std::function<mx::array(const mx::array&)>& f) {
+  return {f(r.w), f(r.scales), f(r.biases)};
+}
+
+int64_t rows_bytes(const std::optional<QuantizedRows>& r) {
+  return r ? static_cast<int64_t>(r->w.nbytes() + r->scales.nbytes() + r->biases.nbytes()) : 0;
+}
+
+}  // namespace
+
+void check_kv_quantization(const KvQuantization& q) {
+  if (q.bits != 2 && q.bits != 4 && q.bits != 8) {
+    throw RequestError(fmt::format("kv_bits must be 2, 4 or 8, got {}", q.bits));
+  }
+  if (q.group_size != 32 && q.group_size != 64 && q.group_size != 128) {
+    throw RequestError(fmt::format("kv_group_size must be 32, 64 or 128, got {}", q.group_size));
+  }
+  if (q.start < 0) throw RequestError(fmt::format("quantized_kv_start must be >= 0, got {}", q.start));
+}
+
+QuantizedKVCache::QuantizedKVCache(int group_size, int bits) : group_size_(group_size), bits_(bits) {
+  check_kv_quantization({bits, group_size, 0});
+}
+
+std::unique_ptr<QuantizedKVCache> QuantizedKVCache::from(const KVCache& cache, int group_size, int bits) {
+  auto q = std::make_unique<QuantizedKVCache>(group_size, bits);
+  q->offset_ = cache.offset();
+  if (auto s = cache.state(); !s.empty()) {
+    q->keys_ = quantize_rows(s[0], group_size, bits);
+    q->values_ = quantize_rows(s[1], group_size, bits);
+  }
+  return q;
+}
+
+std::pair<mx::array, mx::array> QuantizedKVCache::update_and_fetch(const mx::array&, const mx::array&) {
+  throw Error("[QuantizedKVCache] holds quantized keys/values: attention must read them with update_and_fetch_quantized");
+}
+
+void QuantizedKVCache::grow_for(int batch, int heads, int n, int k_dim, int v_dim, mx::Dtype dtype) {
+  if (keys_ && offset_ + n <= keys_->w.shape(2)) return;
+  const int rows = (kStep + n - 1) / kStep * kStep;
+  auto zeros = [&](int last, mx::Dtype dt) { return mx::zeros({batch, heads, rows, last}, dt); };
+  if (!keys_) {
+    const int per_int = 32 / bits_;
+    auto init = [&](int dim) {
+      return QuantizedRows{zeros(dim / per_int, mx::uint32), zeros(dim / group_size_, dtype),
+                           zeros(dim / group_size_, dtype)};
+    };
+    keys_ = init(k_dim);
+    values_ = init(v_dim);
+    return;
+  }
+  const int prev = offset_;
+  auto expand = [&](const mx::array& a) {
+    auto used = prev % kStep != 0 ? seq_slice(a, 0, prev) : a;
+    return mx::concatenate({used, zeros(a.shape(3), a.dtype())}, 2);
+  };
+  keys_ = map_rows(*keys_, expand);
+  values_ = map_rows(*values_, expand);
+}
+
+std::pair<QuantizedRows, QuantizedRows> QuantizedKVCache::update_and_fetch_quantized(const mx::array& keys,
+                                                                                     const mx::array& values) {
+  cache_detail::check_update("QuantizedKVCache::update_and_fetch", keys, values);
+  const int s = keys.shape(2);
+  grow_for(keys.shape(0), keys.shape(1), s, keys.shape(3), values.shape(3), keys.dtype());
+  const int prev = offset_;
+  offset_ += s;
+  auto qk = quantize_rows(keys, group_size_, bits_), qv = quantize_rows(values, group_size_, bits_);
+  keys_ = QuantizedRows{seq_assign(keys_->w, qk.w, prev), seq_assign(keys_->scales, qk.scales, prev),
+                        seq_assign(keys_->biases, qk.biases, prev)};
+  values_ = QuantizedRows{seq_assign(values_->w, qv.w, prev), seq_assign(values_->scales, qv.scales, prev),
+                          seq_assign(values_->biases, qv.biases, prev)};
+  return fetch();
+}
+
+std::pair<QuantizedRows, QuantizedRows> QuantizedKVCache::fetch() const {
+  if (offset_ == keys_->w.shape(2)) return {*keys_, *values_};
+  auto head = [&](const mx::array& a) { return seq_slice(a, 0, offset_); };
+  return {map_rows(*keys_, head), map_rows(*values_, head)};
+}
+
+AttentionMask QuantizedKVCache::make_mask(int n, std::optional<int> window_size, bool return_array) const {
+  return create_attention_mask(n, offset_, return_array, window_size);
+}
+
+int QuantizedKVCache::trim(int n) {
+  cache_detail::check_trim("QuantizedKVCache::trim", n);
+  n = std::min(offset_, n);
+  offset_ -= n;
+  return n;
+}
+
+int64_t QuantizedKVCache::nbytes() const { return rows_bytes(keys_) + rows_bytes(values_); }
+
+std::vector<mx::array> QuantizedKVCache::state() const {
+  if (!keys_) return {};
+  return {keys_->w, keys_->scales, keys_->biases, values_->w, values_->scales, values_->biases};
+}
+
+std::unique_ptr<KVCacheBase> QuantizedKVCache::clone() const { return std::make_unique<QuantizedKVCache>(*this); }
+
+void maybe_quantize_kv_cache(LayerCaches& caches, const KvQuantization& q) {
+  for (auto& c : caches) {
+    auto* kv = dynamic_cast<KVCache*>(c.get());
+    if (kv && kv->offset() >= q.start) c = QuantizedKVCache::from(*kv, q.group_size, q.bits);
+  }
+}
+
+}  // namespace mlxcpp

@@ -1,0 +1,76 @@
+// mlx_lm/models/cache.py QuantizedKVCache: keys and values stored affine-quantized (mx.quantize,
+// `bits` 2/4/8, `group_size` 32/64/128 along head_dim), grown in steps of 256 rows like KVCache,
+// and attended without dequantizing (quantized_attention in nn/attention.h). A KVCache becomes
+// one once it holds quantized_kv_start tokens (generate.py maybe_quantize_kv_cache).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "cache/kv_cache.h"
+
+namespace mlxcpp {
+
+// One quantized tensor as mx.quantize returns it: packed uint32 rows, scales, biases.
+struct QuantizedRows {
+  mlx::core::array w, scales, biases;
+};
+
+// --kv-bits / --kv-group-size / --quantized-kv-start (generate_step's kv_bits, kv_group_size,
+// quantized_kv_start).
+struct KvQuantization {
+  int bits = 8;
+  int group_size = 64;
+  int start = 5000;  // DEFAULT_QUANTIZED_KV_START
+};
+
+// RequestError naming the option for bits outside {2, 4, 8}, group sizes outside {32, 64, 128}
+// or a negative start.
+void check_kv_quantization(const KvQuantization& q);
+
+class QuantizedKVCache final : public KVCacheBase {
+ public:
+  static constexpr int kStep = 256;
+
+  QuantizedKVCache(int group_size, int bits);
+  // KVCache.to_quantized: the KVCache's whole buffers (rows past its offset included) quantized,
+  // same offset. RequestError where group_size does not divide the head dimension.
+  static std::unique_ptr<QuantizedKVCache> from(const KVCache& cache, int group_size, int bits);
+
+  // Dense keys/values cannot come out of this cache: throws Error (attention reads it through
+  // update_and_fetch_quantized).
+  std::pair<mlx::core::array, mlx::core::array> update_and_fetch(const mlx::core::array& keys,
+                                                                 const mlx::core::array& values) override;
+  // Quantizes the (B, H, S, D) keys/values into the buffers and returns every held row of both.
+  std::pair<QuantizedRows, QuantizedRows> update_and_fetch_quantized(const mlx::core::array& keys,
+                                                                     const mlx::core::array& values);
+
+  int offset() const override { return offset_; }
+  AttentionMask make_mask(int n, std::optional<int> window_size = std::nullopt,
+                          bool return_array = false) const override;
+  bool is_trimmable() const override { return true; }
+  int trim(int n) override;
+  int size() const override { return offset_; }
+  bool empty() const override { return !keys_.has_value(); }
+  int64_t nbytes() const override;
+  std::vector<mlx::core::array> state() const override;
+  std::unique_ptr<KVCacheBase> clone() const override;
+
+  int group_size() const { return group_size_; }
+  int bits() const { return bits_; }
+
+ private:
+  void grow_for(int batch, int heads, int n, int k_dim, int v_dim, mlx::core::Dtype dtype);
+  std::pair<QuantizedRows, QuantizedRows> fetch() const;
+
+  int group_size_, bits_;
+  std::optional<QuantizedRows> keys_, values_;
+  int offset_ = 0;
+};
+
+// generate.py maybe_quantize_kv_cache: every plain KVCache holding at least q.start tokens is
+// replaced by its QuantizedKVCache. Other caches (rotating, batch) stay as they are.
+void maybe_quantize_kv_cache(LayerCaches& caches, const KvQuantization& q);
+
+}  // namespace mlxcpp
