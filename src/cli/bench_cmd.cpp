@@ -24,6 +24,8 @@ struct BenchArgs {
   bool json = false;
   bool bandwidth = false;
   int bandwidth_mib = 1024;
+  std::optional<int> kv_bits;
+  int kv_group_size = 64;
 };
 
 struct Summary {
@@ -94,7 +96,9 @@ int run(const BenchArgs& a) {
                       {"prompt_tokens", a.spec.prompt_tokens}, {"gen_tokens", a.spec.gen_tokens},
                       {"decode_depth", depth}, {"runs", a.spec.runs}, {"seed", a.spec.seed},
                       {"prefill_tps", to_json(prefill)}, {"decode_tps", to_json(decode)},
-                      {"weight_bytes_per_step", step_bytes}, {"decode_weight_gbps", step_gbps}};
+                      {"weight_bytes_per_step", step_bytes}, {"decode_weight_gbps", step_gbps},
+                      {"kv_cache_bytes", result.runs.back().cache_bytes},
+                      {"kv_bits", a.spec.kv ? nlohmann::json(a.spec.kv->bits) : nlohmann::json()}};
   if (result.batch_check) {
     j["batch_check"] = {{"max_abs_diff_logprobs", result.batch_check->max_abs_diff},
                         {"same_argmax", result.batch_check->same_argmax}};
@@ -121,6 +125,9 @@ int run(const BenchArgs& a) {
   }
   std::cout << fmt::format("  weights read per decode step: {:.2f} MB -> {:.2f} GB/s at the median decode rate\n",
                            step_bytes / 1e6, step_gbps);
+  std::cout << fmt::format("  KV cache after decode: {:.2f} MB ({})\n", result.runs.back().cache_bytes / 1e6,
+                           a.spec.kv ? fmt::format("{}-bit, groups of {}", a.spec.kv->bits, a.spec.kv->group_size)
+                                     : std::string("not quantized"));
   if (bw) {
     std::cout << fmt::format("  read bandwidth: {:.2f} GB/s ({} threads) -> decode at {:.1f}% of the bandwidth limit ({:.1f} steps/s)\n",
                              bw->median_gbps, bw->threads, 100.0 * step_gbps / bw->median_gbps,
@@ -145,10 +152,13 @@ Action add_bench(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--prefill-step-size", a->spec.prefill_step_size, "Prompt tokens per prefill chunk")->capture_default_str();
   sub->add_option("--seed", a->spec.seed, "Seed of the random prompt ids")->capture_default_str();
+  sub->add_option("--kv-bits", a->kv_bits, "Quantize the KV cache (2, 4 or 8 bits) from the first token");
+  sub->add_option("--kv-group-size", a->kv_group_size, "Group size of the KV cache quantization")->capture_default_str();
   sub->add_flag("--json", a->json, "Print one JSON object instead of the text report");
   sub->add_flag("--bandwidth", a->bandwidth, "Also measure streaming-read bandwidth, with --threads threads (alone without --model)");
   sub->add_option("--bandwidth-mib", a->bandwidth_mib, "Buffer the bandwidth probe reads")->capture_default_str();
   return [a] {
+    if (a->kv_bits) a->spec.kv = KvQuantization{*a->kv_bits, a->kv_group_size, 0};
     resolve_model(a->m);
     return run(*a);
   };

@@ -53,17 +53,20 @@ struct Prefilled {
 
 // Generator::prefill for B rows: all but the last token in chunks (only the cache state is
 // evaluated, so no logits are computed for them), then one step that yields the first token.
-Prefilled prefill(const Model& model, const std::vector<std::vector<int>>& rows, int tokens, int step_size) {
+Prefilled prefill(const Model& model, const std::vector<std::vector<int>>& rows, int tokens, int step_size,
+                  const std::optional<KvQuantization>& kv) {
   LayerCaches caches = model.make_cache();
   int done = 0;
   while (tokens - done > 1) {
     const int n = std::min(step_size, tokens - done - 1);
     model(to_ids(rows, done, done + n), &caches);
+    if (kv) maybe_quantize_kv_cache(caches, *kv);
     eval_cache_state(caches);
     done += n;
     mx::clear_cache();
   }
   auto lp = last_logprobs(model, to_ids(rows, done, tokens), caches);
+  if (kv) maybe_quantize_kv_cache(caches, *kv);
   auto y = mx::argmax(lp, -1);
   mx::eval({y, lp});
   return {std::move(caches), lp, y};
@@ -71,11 +74,12 @@ Prefilled prefill(const Model& model, const std::vector<std::vector<int>>& rows,
 
 // Pipelined greedy decode (Generator::next): step n+1 is built and async_eval'ed before token
 // n is waited for. Returns seconds for `steps` steps.
-double decode(const Model& model, mx::array y, LayerCaches& caches, int steps) {
+double decode(const Model& model, mx::array y, LayerCaches& caches, int steps, const std::optional<KvQuantization>& kv) {
   const int B = y.shape(0);
   auto tic = Clock::now();
   for (int i = 0; i < steps; ++i) {
     auto lp = last_logprobs(model, mx::reshape(y, {B, 1}), caches);
+    if (kv) maybe_quantize_kv_cache(caches, *kv);
     auto next = mx::argmax(lp, -1);
     mx::async_eval({next, lp});
     mx::eval({y});
@@ -88,11 +92,12 @@ double decode(const Model& model, mx::array y, LayerCaches& caches, int steps) {
 RunTimes one_run(const Model& model, const BenchSpec& s, const std::vector<std::vector<int>>& rows, int gen) {
   RunTimes t;
   auto tic = Clock::now();
-  auto p = prefill(model, rows, s.prompt_tokens, s.prefill_step_size);
+  auto p = prefill(model, rows, s.prompt_tokens, s.prefill_step_size, s.kv);
   t.prefill_tps = static_cast<double>(s.batch) * s.prompt_tokens / seconds_since(tic);
   const int depth = s.decode_depth < 0 ? s.prompt_tokens : std::max(1, s.decode_depth);
-  if (depth != s.prompt_tokens) p = prefill(model, rows, depth, s.prefill_step_size);
-  if (gen > 0) t.decode_tps = static_cast<double>(s.batch) * gen / decode(model, p.next, p.caches, gen);
+  if (depth != s.prompt_tokens) p = prefill(model, rows, depth, s.prefill_step_size, s.kv);
+  if (gen > 0) t.decode_tps = static_cast<double>(s.batch) * gen / decode(model, p.next, p.caches, gen, s.kv);
+  for (const auto& c : p.caches) t.cache_bytes += c->nbytes();
   return t;
 }
 
@@ -114,6 +119,7 @@ BenchResult run_bench(const Model& model, const BenchSpec& s) {
   if (s.batch < 1) throw RequestError(fmt::format("[bench] --batch must be >= 1, got {}", s.batch));
   if (s.runs < 1) throw RequestError(fmt::format("[bench] --runs must be >= 1, got {}", s.runs));
   if (s.prefill_step_size < 1) throw RequestError("[bench] --prefill-step-size must be positive");
+  if (s.kv) check_kv_quantization(*s.kv);
   const int depth = s.decode_depth < 0 ? s.prompt_tokens : std::max(1, s.decode_depth);
   const auto rows = random_prompts(s.batch, std::max(s.prompt_tokens, depth), model.vocab_size(), s.seed);
   BenchResult r;
@@ -125,8 +131,8 @@ BenchResult run_bench(const Model& model, const BenchSpec& s) {
   }
   if (s.batch > 1) {
     // The batch must compute what each sequence alone computes (else batching is faked).
-    auto batched = prefill(model, rows, s.prompt_tokens, s.prefill_step_size);
-    auto alone = prefill(model, {rows[0]}, s.prompt_tokens, s.prefill_step_size);
+    auto batched = prefill(model, rows, s.prompt_tokens, s.prefill_step_size, s.kv);
+    auto alone = prefill(model, {rows[0]}, s.prompt_tokens, s.prefill_step_size, s.kv);
     auto row0 = mx::slice(batched.logprobs, {0, 0}, {1, batched.logprobs.shape(1)});
     BatchCheck c;
     c.max_abs_diff = mx::max(mx::abs(mx::subtract(row0, alone.logprobs))).item<float>();

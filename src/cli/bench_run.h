@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/quantized_kv_cache.h"
 #include "models/model.h"
 
 namespace mlxcpp::cli {
@@ -19,11 +20,14 @@ struct BenchSpec {
   int decode_depth = -1;  // tokens in the cache when decode starts; -1: the prompt's
   int prefill_step_size = 2048;
   uint64_t seed = 0;
+  // --kv-bits: every plain KVCache quantized from the first token (quantized_kv_start 0).
+  std::optional<KvQuantization> kv;
 };
 
 struct RunTimes {
   double prefill_tps = 0;  // B * prompt_tokens / (time to the first token)
   double decode_tps = 0;   // B * gen_tokens / (time of gen_tokens pipelined steps)
+  int64_t cache_bytes = 0;  // the caches' buffers after decode (all layers)
 };
 
 // Row 0 of the batched prefill against the same prompt run alone (B > 1 only).

@@ -104,7 +104,8 @@ class Attention {
                      : Rope::create({a.head_dim, a.rope_local_base, false, std::nullopt}, std::nullopt)),
         heads_(a.heads),
         kv_heads_(a.kv_heads),
-        scale_(static_cast<float>(std::pow(a.query_pre_attn_scalar, -0.5))) {}
+        scale_(static_cast<float>(std::pow(a.query_pre_attn_scalar, -0.5))),
+        fast_(ctx.fast) {}
 
   mx::array operator()(const mx::array& x, const AttentionMask& mask, KVCacheBase* cache) const {
     const int B = x.shape(0), L = x.shape(1);
@@ -115,7 +116,7 @@ class Attention {
     k = k_norm_(k);
     q = rope_.apply(q, cache);
     k = rope_.apply(k, cache);
-    auto out = cached_attention(q, k, v, cache, scale_, mask);
+    auto out = cached_attention(q, k, v, cache, scale_, mask, fast_);
     return o_(mx::reshape(mx::transpose(out, {0, 2, 1, 3}), {B, L, -1}));
   }
 
@@ -139,6 +140,7 @@ class Attention {
   Rope rope_;
   int heads_, kv_heads_;
   float scale_;
+  kernels::FastPath fast_;  // null in parity mode (a quantized cache's attention kernel)
 };
 
 class Block {

@@ -148,7 +148,8 @@ class Attention {
         scale_(static_cast<float>(a.attn_scale ? *a.attn_scale : std::pow(static_cast<double>(a.head_dim), -0.5))),
         full_qk_norm_(a.qk_norm_full),
         llama4_beta_(a.llama4_beta),
-        llama4_original_max_(a.llama4_original_max) {
+        llama4_original_max_(a.llama4_original_max),
+        fast_(ctx.fast) {
     if (use_rope) rope_ = Rope::create(a.rope, a.rope_scaling);
     if (a.qk_norm || a.qk_norm_full) {
       q_norm_ = RMSNorm::load(ctx, p + ".q_norm", a.qk_norm_full ? a.heads * a.head_dim : a.head_dim, a.eps);
@@ -171,7 +172,7 @@ class Attention {
       k = rope_->apply(k, cache);
     }
     if (llama4_beta_) q = mx::multiply(q, llama4_attn_scale(L, cache, q.dtype()));
-    auto out = cached_attention(q, k, v, cache, scale_, mask);
+    auto out = cached_attention(q, k, v, cache, scale_, mask, fast_);
     return o_(mx::reshape(mx::transpose(out, {0, 2, 1, 3}), {B, L, -1}));
   }
 
@@ -205,6 +206,7 @@ class Attention {
   bool full_qk_norm_;  // olmo2: q_norm_/k_norm_ span every head (the fused blocks norm per head)
   std::optional<double> llama4_beta_;  // ministral3
   int llama4_original_max_;
+  kernels::FastPath fast_;  // null in parity mode (a quantized cache's attention kernel)
 
   // ministral3.py's _get_llama_4_attn_scale(L, offset, beta, original_max).astype(dtype):
   // [L, 1], or [B, 1, L, 1] at a batch cache's per-row offsets.

@@ -5,6 +5,7 @@
 #include <mlx/utils.h>
 
 #include "cache/quantized_kv_cache.h"
+#include "kernels/quant_attention.h"
 
 namespace mx = mlx::core;
 
@@ -62,10 +63,16 @@ mx::array quantized_attention(const mx::array& q_in, const mx::array (&keys)[3],
 }
 
 mx::array cached_attention(const mx::array& queries, const mx::array& keys, const mx::array& values,
-                           KVCacheBase* cache, float scale, const AttentionMask& mask) {
+                           KVCacheBase* cache, float scale, const AttentionMask& mask, const kernels::FastPath& fast) {
   if (auto* qc = dynamic_cast<QuantizedKVCache*>(cache)) {
     auto [k, v] = qc->update_and_fetch_quantized(keys, values);
     const mx::array kq[3] = {k.w, k.scales, k.biases}, vq[3] = {v.w, v.scales, v.biases};
+    if (!mask.is_array()) {  // the fast path: our kernel reads the packed rows
+      if (auto out = kernels::quantized_kv_attention(queries, kq, vq, scale, mask.is_causal(), qc->group_size(),
+                                                     qc->bits(), fast)) {
+        return *out;
+      }
+    }
     return quantized_attention(queries, kq, vq, scale, mask, qc->group_size(), qc->bits());
   }
   if (!cache) return scaled_dot_product_attention(queries, keys, values, scale, mask);

@@ -7,6 +7,7 @@
 
 #include "cache/kv_cache.h"
 #include "cache/mask.h"
+#include "kernels/ops.h"
 
 namespace mlxcpp {
 
@@ -24,10 +25,11 @@ mlx::core::array quantized_attention(const mlx::core::array& queries, const mlx:
 
 // The attention of a layer's queries over its cache after writing the new keys/values into it
 // (update_and_fetch, then scaled_dot_product_attention, or the quantized pair for a
-// QuantizedKVCache); without a cache, over the new keys/values alone.
+// QuantizedKVCache: on the fast path our kernel over the packed rows); without a cache, over the
+// new keys/values alone.
 mlx::core::array cached_attention(const mlx::core::array& queries, const mlx::core::array& keys,
                                   const mlx::core::array& values, KVCacheBase* cache, float scale,
-                                  const AttentionMask& mask);
+                                  const AttentionMask& mask, const kernels::FastPath& fast = {});
 
 }  // namespace mlxcpp
 

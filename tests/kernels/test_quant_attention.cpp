@@ -1,0 +1,93 @@
+// Attention over a quantized KV cache (kernels/quant_attention.h) against stock MLX on the same
+// numbers: the cache dequantized with mx::dequantize, then mx::fast::scaled_dot_product_attention.
+// Every ISA; 2/4/8 bits; float32 and float16 scales; GQA; a decode step whose keys are split over
+// slices (merged parts), a causal prompt in several query blocks and tiles, a batch of rows; a
+// strided view of a longer cache buffer (as QuantizedKVCache hands out).
+#include <array>
+#include <cmath>
+
+#include <gtest/gtest.h>
+#include <mlx/fast.h>
+#include <mlx/mlx.h>
+#include <mlx/primitives.h>
+
+#include "isas.h"
+#include "kernels/kernel_context.h"
+#include "kernels/quant_attention.h"
+#include "test_support.h"
+
+namespace mx = mlx::core;
+using namespace mlxcpp::kernels;
+using mlxcpp::test::isas;
+using mlxcpp::test::max_abs_diff;
+using mlxcpp::test::randn;
+
+namespace {
+
+struct Case {
+  int B, Hq, Hkv, L, S, D, group, bits;
+  mx::Dtype scale_dtype;
+};
+
+void check(const Case& c, Isa isa) {
+  KernelOptions o;
+  o.isa = isa;
+  auto fast = std::make_shared<const KernelContext>(o);
+  const int cap = c.S + 40;  // the cache's buffer is longer: the kernel gets a view of its rows
+  auto q = randn({c.B, c.Hq, c.L, c.D}, 1);
+  auto quant = [&](uint64_t seed) {
+    auto x = randn({c.B, c.Hkv, cap, c.D}, seed);
+    auto t = mx::quantize(x, c.group, c.bits);
+    auto head = [&](const mx::array& a) {
+      auto stop = a.shape();
+      stop[2] = c.S;
+      return mx::slice(a, {0, 0, 0, 0}, stop);
+    };
+    return std::array<mx::array, 3>{head(t[0]), head(mx::astype(t[1], c.scale_dtype)),
+                                    head(mx::astype(t[2], c.scale_dtype))};
+  };
+  auto k = quant(2), v = quant(3);
+  const mx::array kq[3] = {k[0], k[1], k[2]}, vq[3] = {v[0], v[1], v[2]};
+  const float scale = 1.f / std::sqrt(static_cast<float>(c.D));
+  auto got = quantized_kv_attention(q, kq, vq, scale, /*causal=*/true, c.group, c.bits, fast);
+  ASSERT_TRUE(got);
+  EXPECT_STREQ(got->primitive().name(), "MlxcppQuantAttention");
+  auto deq = [&](const std::array<mx::array, 3>& t) {
+    return mx::dequantize(t[0], mx::astype(t[1], mx::float32), mx::astype(t[2], mx::float32), c.group, c.bits);
+  };
+  std::optional<mx::array> mask;
+  if (c.L > 1) {  // query l sees keys 0..S - L + l
+    auto qi = mx::arange(c.S - c.L, c.S), ki = mx::arange(c.S);
+    mask = mx::greater_equal(mx::expand_dims(qi, 1), mx::expand_dims(ki, 0));
+  }
+  auto ref = mx::fast::scaled_dot_product_attention(q, deq(k), deq(v), scale, "", mask);
+  ASSERT_EQ(got->shape(), ref.shape());
+  EXPECT_LE(max_abs_diff(*got, ref), 2e-5f) << "isa " << static_cast<int>(isa) << " bits " << c.bits << " L " << c.L
+                                            << " S " << c.S;
+}
+
+TEST(QuantAttention, MatchesDequantizedStockAttention) {
+  const std::vector<Case> cases = {
+      {1, 9, 3, 1, 1000, 64, 64, 8, mx::float16},   // decode, keys split into slices, SmolLM2's heads
+      {1, 4, 2, 1, 37, 32, 32, 4, mx::float32},     // decode, one slice, a partial tile
+      {2, 4, 4, 1, 600, 128, 128, 2, mx::float16},  // a batch, no GQA
+      {1, 8, 2, 40, 300, 64, 32, 4, mx::float32},   // a prompt: 3 query blocks, 3 tiles
+      {2, 6, 3, 5, 5, 32, 32, 8, mx::float16},      // a first prompt chunk (S == L)
+  };
+  for (Isa isa : isas()) {
+    for (const auto& c : cases) check(c, isa);
+  }
+}
+
+TEST(QuantAttention, NotBuiltWhereItDoesNotApply) {
+  auto fast = std::make_shared<const KernelContext>();
+  auto q = randn({1, 4, 1, 32}, 1);
+  auto t = mx::quantize(randn({1, 2, 8, 32}, 2), 32, 4);
+  const mx::array kq[3] = {t[0], t[1], t[2]};
+  EXPECT_FALSE(quantized_kv_attention(q, kq, kq, 1.f, true, 32, 4, nullptr));                      // parity mode
+  EXPECT_FALSE(quantized_kv_attention(mx::astype(q, mx::float16), kq, kq, 1.f, true, 32, 4, fast));  // f16 queries
+  EXPECT_FALSE(quantized_kv_attention(q, kq, kq, 1.f, true, 32, 8, fast));  // bits other than stored
+  EXPECT_FALSE(quantized_kv_attention(randn({1, 3, 1, 32}, 1), kq, kq, 1.f, true, 32, 4, fast));  // 3 heads over 2
+}
+
+}  // namespace
