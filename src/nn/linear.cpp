@@ -2,12 +2,35 @@
 
 #include <mlx/ops.h>
 
+#include "kernels/microscaled.h"
 #include "kernels/ops.h"
 #include "kernels/qmatmul.h"
 
 namespace mx = mlx::core;
 
 namespace mlxcpp {
+
+namespace {
+
+// Fast mode, an affine matrix our kernels cover: 16-bit scales where they convert exactly, and
+// where the integer kernels run, 4/5/6/8-bit layers in their kRows8 layout instead, with the
+// 16-bit scales or else float32 ones (a GGUF Q4_K's are not float16 values: in MLX's layout
+// Gemma 3's o_proj and down_proj took the GEMM, widening their tiles every step, in decode steps
+// of more than 8 sequences). (fast_path_layout declines scales and biases of different types.)
+std::optional<QuantizedWeight> fast_affine(const LoadContext& ctx, const mx::array& w, const mx::array& scales,
+                                           const mx::array& biases, const QuantSpec& spec) {
+  if (!kernels::qmatmul_supported(spec.bits, spec.group_size)) return std::nullopt;
+  const auto kept = kernels::kernel_scales(scales, biases, *ctx.fast);
+  const mx::array& s = kept ? kept->first : scales;
+  const mx::array& b = kept ? kept->second : biases;
+  if (auto r = kernels::fast_path_layout(w, s, b, spec.bits, spec.group_size, ctx.fast)) {
+    return QuantizedWeight{(*r)[0], (*r)[1], (*r)[2], spec, ctx.fast};
+  }
+  if (kept) return QuantizedWeight{w, kept->first, kept->second, spec, ctx.fast};
+  return std::nullopt;
+}
+
+}  // namespace
 
 QuantizedWeight QuantizedWeight::take(const LoadContext& ctx, const std::string& path, int out, int in,
                                       const QuantSpec& spec) {
@@ -17,20 +40,14 @@ QuantizedWeight QuantizedWeight::take(const LoadContext& ctx, const std::string&
   mx::array scales = ctx.weights.take(path + ".scales", mx::Shape{out, groups});
   std::optional<mx::array> biases;
   if (spec.mode == "affine") biases = ctx.weights.take(path + ".biases", mx::Shape{out, groups});
-  // Fast mode: our kernels read 16-bit scales in place (less memory traffic per token).
-  if (ctx.fast && biases && kernels::qmatmul_supported(spec.bits, spec.group_size)) {
-    const auto kept = kernels::kernel_scales(scales, *biases, *ctx.fast);
-    // Where the integer kernels run, 4/5/6/8-bit layers take their kRows8 layout instead, with
-    // the 16-bit scales or else float32 ones (a GGUF Q4_K's are not float16 values: in MLX's
-    // layout Gemma 3's o_proj and down_proj took the GEMM, widening their tiles every step, in
-    // decode steps of more than 8 sequences).
-    // (fast_path_layout declines scales and biases of different types.)
-    const mx::array& s = kept ? kept->first : scales;
-    const mx::array& b = kept ? kept->second : *biases;
-    if (auto r = kernels::fast_path_layout(w, s, b, spec.bits, spec.group_size, ctx.fast)) {
-      return QuantizedWeight{(*r)[0], (*r)[1], (*r)[2], spec, ctx.fast};
+  if (ctx.fast && biases) {
+    if (auto q = fast_affine(ctx, w, scales, *biases, spec)) return *q;
+  }
+  // Fast mode, mxfp4: the same values as an affine 5-bit matrix (kernels/microscaled.h).
+  if (ctx.fast && spec.mode == "mxfp4" && spec.bits == 4 && spec.group_size == 32) {
+    if (auto a = kernels::mxfp4_as_affine(w, scales, 5)) {
+      if (auto q = fast_affine(ctx, (*a)[0], (*a)[1], (*a)[2], QuantSpec{32, 5, "affine"})) return *q;
     }
-    if (kept) return QuantizedWeight{w, kept->first, kept->second, spec, ctx.fast};
   }
   // mx/fp modes keep uint8 scales; only floating scales follow the activation dtype.
   scales = ctx.cast(scales);

@@ -183,11 +183,14 @@ const std::vector<std::string> kBlockModels = {
     // Gemma 3: q/k norms, post-norms, GeGLU, sliding-window layers (window 8) in the blocks.
     "gemma3-text-q4g64",
     // GLM-4: q/k/v biases, input and output norms on both branches, traditional RoPE on half of each head.
-    "glm4-q4g64"};
+    "glm4-q4g64",
+    // mxfp4: its linear layers as the same values in affine 8-bit (kernels/microscaled.h).
+    "llama-mxfp4"};
 // Mixture-of-experts checkpoints: fused attention blocks, the experts through our MoE primitive.
 const std::vector<std::string> kMoeModels = {"qwen3-moe-q4g64", "qwen3-moe-mixed-q8g32", "glm4-moe-q4g64"};
-// Checkpoints whose fast mode runs stock ops except the quantized matmuls (our kernels via nn::Linear).
-const std::vector<std::string> kStockOpModels = {};
+// Checkpoints whose fast mode runs stock ops for their quantized layers: nvfp4 (groups of 16) and
+// mxfp8 (e4m3 values) have no kernel of ours.
+const std::vector<std::string> kStockOpModels = {"llama-nvfp4", "llama-mxfp8"};
 
 std::vector<std::string> all_fast_models() {
   auto v = kBlockModels;
