@@ -8,6 +8,8 @@
 #include <mlx/ops.h>
 
 #include "cache/cache_ops.h"
+#include "cache/quantized_rotating_kv_cache.h"
+#include "cache/rotating_kv_cache.h"
 #include "core/errors.h"
 
 namespace mx = mlx::core;
@@ -48,9 +50,17 @@ void check_kv_quantization(const KvQuantization& q) {
   if (q.start < 0) throw RequestError(fmt::format("quantized_kv_start must be >= 0, got {}", q.start));
 }
 
-QuantizedKVCache::QuantizedKVCache(int group_size, int bits) : group_size_(group_size), bits_(bits) {
+QuantizedCache::QuantizedCache(int group_size, int bits) : group_size_(group_size), bits_(bits) {
   check_kv_quantization({bits, group_size, 0});
 }
+
+std::pair<mx::array, mx::array> QuantizedCache::update_and_fetch(const mx::array&, const mx::array&) {
+  throw Error("[quantized kv cache] holds quantized keys/values: attention must read them with update_and_fetch_quantized");
+}
+
+QuantizedRows QuantizedCache::quantize(const mx::array& x) const { return quantize_rows(x, group_size_, bits_); }
+
+QuantizedKVCache::QuantizedKVCache(int group_size, int bits) : QuantizedCache(group_size, bits) {}
 
 std::unique_ptr<QuantizedKVCache> QuantizedKVCache::from(const KVCache& cache, int group_size, int bits) {
   auto q = std::make_unique<QuantizedKVCache>(group_size, bits);
@@ -62,19 +72,15 @@ std::unique_ptr<QuantizedKVCache> QuantizedKVCache::from(const KVCache& cache, i
   return q;
 }
 
-std::pair<mx::array, mx::array> QuantizedKVCache::update_and_fetch(const mx::array&, const mx::array&) {
-  throw Error("[QuantizedKVCache] holds quantized keys/values: attention must read them with update_and_fetch_quantized");
-}
-
 void QuantizedKVCache::grow_for(int batch, int heads, int n, int k_dim, int v_dim, mx::Dtype dtype) {
   if (keys_ && offset_ + n <= keys_->w.shape(2)) return;
   const int rows = (kStep + n - 1) / kStep * kStep;
   auto zeros = [&](int last, mx::Dtype dt) { return mx::zeros({batch, heads, rows, last}, dt); };
   if (!keys_) {
-    const int per_int = 32 / bits_;
+    const int per_int = 32 / bits();
     auto init = [&](int dim) {
-      return QuantizedRows{zeros(dim / per_int, mx::uint32), zeros(dim / group_size_, dtype),
-                           zeros(dim / group_size_, dtype)};
+      return QuantizedRows{zeros(dim / per_int, mx::uint32), zeros(dim / group_size(), dtype),
+                           zeros(dim / group_size(), dtype)};
     };
     keys_ = init(k_dim);
     values_ = init(v_dim);
@@ -96,7 +102,7 @@ std::pair<QuantizedRows, QuantizedRows> QuantizedKVCache::update_and_fetch_quant
   grow_for(keys.shape(0), keys.shape(1), s, keys.shape(3), values.shape(3), keys.dtype());
   const int prev = offset_;
   offset_ += s;
-  auto qk = quantize_rows(keys, group_size_, bits_), qv = quantize_rows(values, group_size_, bits_);
+  auto qk = quantize(keys), qv = quantize(values);
   keys_ = QuantizedRows{seq_assign(keys_->w, qk.w, prev), seq_assign(keys_->scales, qk.scales, prev),
                         seq_assign(keys_->biases, qk.biases, prev)};
   values_ = QuantizedRows{seq_assign(values_->w, qv.w, prev), seq_assign(values_->scales, qv.scales, prev),
@@ -132,8 +138,12 @@ std::unique_ptr<KVCacheBase> QuantizedKVCache::clone() const { return std::make_
 
 void maybe_quantize_kv_cache(LayerCaches& caches, const KvQuantization& q) {
   for (auto& c : caches) {
-    auto* kv = dynamic_cast<KVCache*>(c.get());
-    if (kv && kv->offset() >= q.start) c = QuantizedKVCache::from(*kv, q.group_size, q.bits);
+    if (c->offset() < q.start) continue;
+    if (auto* kv = dynamic_cast<KVCache*>(c.get())) {
+      c = QuantizedKVCache::from(*kv, q.group_size, q.bits);
+    } else if (auto* rot = dynamic_cast<RotatingKVCache*>(c.get())) {
+      c = QuantizedRotatingKVCache::from(*rot, q.group_size, q.bits);
+    }
   }
 }
 

@@ -29,7 +29,30 @@ struct KvQuantization {
 // or a negative start.
 void check_kv_quantization(const KvQuantization& q);
 
-class QuantizedKVCache final : public KVCacheBase {
+// A cache whose keys and values are stored quantized: attention reads them through
+// update_and_fetch_quantized (nn/attention.h cached_attention).
+class QuantizedCache : public KVCacheBase {
+ public:
+  // Dense keys/values cannot come out of such a cache: throws Error.
+  std::pair<mlx::core::array, mlx::core::array> update_and_fetch(const mlx::core::array& keys,
+                                                                 const mlx::core::array& values) override;
+  // Quantizes the (B, H, S, D) keys/values into the buffers and returns the rows the new
+  // queries attend to, of both.
+  virtual std::pair<QuantizedRows, QuantizedRows> update_and_fetch_quantized(const mlx::core::array& keys,
+                                                                             const mlx::core::array& values) = 0;
+  int group_size() const { return group_size_; }
+  int bits() const { return bits_; }
+
+ protected:
+  QuantizedCache(int group_size, int bits);
+  // mx.quantize of x along its last axis (RequestError where group_size does not divide it).
+  QuantizedRows quantize(const mlx::core::array& x) const;
+
+ private:
+  int group_size_, bits_;
+};
+
+class QuantizedKVCache final : public QuantizedCache {
  public:
   static constexpr int kStep = 256;
 
@@ -38,13 +61,8 @@ class QuantizedKVCache final : public KVCacheBase {
   // same offset. RequestError where group_size does not divide the head dimension.
   static std::unique_ptr<QuantizedKVCache> from(const KVCache& cache, int group_size, int bits);
 
-  // Dense keys/values cannot come out of this cache: throws Error (attention reads it through
-  // update_and_fetch_quantized).
-  std::pair<mlx::core::array, mlx::core::array> update_and_fetch(const mlx::core::array& keys,
-                                                                 const mlx::core::array& values) override;
-  // Quantizes the (B, H, S, D) keys/values into the buffers and returns every held row of both.
   std::pair<QuantizedRows, QuantizedRows> update_and_fetch_quantized(const mlx::core::array& keys,
-                                                                     const mlx::core::array& values);
+                                                                     const mlx::core::array& values) override;
 
   int offset() const override { return offset_; }
   AttentionMask make_mask(int n, std::optional<int> window_size = std::nullopt,
@@ -57,20 +75,17 @@ class QuantizedKVCache final : public KVCacheBase {
   std::vector<mlx::core::array> state() const override;
   std::unique_ptr<KVCacheBase> clone() const override;
 
-  int group_size() const { return group_size_; }
-  int bits() const { return bits_; }
-
  private:
   void grow_for(int batch, int heads, int n, int k_dim, int v_dim, mlx::core::Dtype dtype);
   std::pair<QuantizedRows, QuantizedRows> fetch() const;
 
-  int group_size_, bits_;
   std::optional<QuantizedRows> keys_, values_;
   int offset_ = 0;
 };
 
 // generate.py maybe_quantize_kv_cache: every plain KVCache holding at least q.start tokens is
-// replaced by its QuantizedKVCache. Other caches (rotating, batch) stay as they are.
+// replaced by its QuantizedKVCache, every RotatingKVCache by its QuantizedRotatingKVCache (which
+// mlx-lm lacks: its to_quantized raises). Batch caches stay as they are.
 void maybe_quantize_kv_cache(LayerCaches& caches, const KvQuantization& q);
 
 }  // namespace mlxcpp

@@ -64,7 +64,7 @@ mx::array quantized_attention(const mx::array& q_in, const mx::array (&keys)[3],
 
 mx::array cached_attention(const mx::array& queries, const mx::array& keys, const mx::array& values,
                            KVCacheBase* cache, float scale, const AttentionMask& mask, const kernels::FastPath& fast) {
-  if (auto* qc = dynamic_cast<QuantizedKVCache*>(cache)) {
+  if (auto* qc = dynamic_cast<QuantizedCache*>(cache)) {
     auto [k, v] = qc->update_and_fetch_quantized(keys, values);
     const mx::array kq[3] = {k.w, k.scales, k.biases}, vq[3] = {v.w, v.scales, v.biases};
     if (!mask.is_array()) {  // the fast path: our kernel reads the packed rows

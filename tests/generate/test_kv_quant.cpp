@@ -2,7 +2,9 @@
 // with kv_bits on tiny checkpoints (tools/oracle/kv_quant_goldens.py): greedy tokens and every
 // logprob bit-identical in parity mode — 2, 4 and 8 bits, quantized from the start or between
 // prefill chunks (quantized_kv_start 12 with chunks of 8), dense GQA and fused-qkv families —
-// and the cache's bytes as mlx-lm counts them. The fast path (which attends to a quantized cache
+// and the cache's bytes as mlx-lm counts them; with --max-kv-size the quantized rotating cache
+// (ring of 12, keep 4, wrapped several times) against a reference built from mlx-lm's
+// RotatingKVCache. The fast path (which attends to a quantized cache
 // with stock ops) stays within the usual bounds of parity. Bad settings are RequestErrors.
 #include <cmath>
 
@@ -10,6 +12,7 @@
 #include <mlx/mlx.h>
 
 #include "cache/quantized_kv_cache.h"
+#include "cache/quantized_rotating_kv_cache.h"
 #include "core/errors.h"
 #include "generate/generator.h"
 #include "generate/sampler.h"
@@ -40,12 +43,13 @@ class KvQuant : public ::testing::TestWithParam<std::string> {
     q_ = KvQuantization{std::stoi(golden_.field("kv_bits")), std::stoi(golden_.field("kv_group_size")),
                         std::stoi(golden_.field("quantized_kv_start"))};
   }
-  KvRun run(bool parity) const {
+  KvRun run(bool parity, int prefill_step = 8) const {
     auto loaded = load_model(tiny_model_dir(golden_.field("model")), parity ? ModelOptions::parity_mode() : ModelOptions{});
     GenerateOptions opts;
     opts.max_tokens = 16;
-    opts.prefill_step_size = 8;
+    opts.prefill_step_size = prefill_step;
     opts.kv_quantization = q_;
+    if (const int m = std::stoi(golden_.field("max_kv_size")); m > 0) opts.max_kv_size = m;
     Generator gen(*loaded.model, prompt_, make_sampler({}), {}, opts);
     KvRun r;
     std::vector<mx::array> lps;
@@ -55,7 +59,7 @@ class KvQuant : public ::testing::TestWithParam<std::string> {
     }
     r.logprobs = mx::stack(lps);
     r.nbytes = gen.caches()[0]->nbytes();
-    r.quantized = dynamic_cast<QuantizedKVCache*>(gen.caches()[0].get()) != nullptr;
+    r.quantized = dynamic_cast<QuantizedCache*>(gen.caches()[0].get()) != nullptr;
     return r;
   }
 
@@ -73,14 +77,24 @@ TEST_P(KvQuant, ParityEqualsGenerateStep) {
 }
 
 // Fast vs parity while their greedy tokens agree: mean KL <= 1e-3; where they part, parity's
-// logprobs of the two tokens are within 0.01.
+// logprobs of the two tokens are within 0.01. A rotating cache's prompt runs in one chunk in both
+// (the fast path may merge a short last chunk into the one before it, and what a ring of 12 has
+// evicted depends on the chunks), the parity side then our own parity run.
 TEST_P(KvQuant, FastPathWithinBoundsOfParity) {
-  auto r = run(false);
+  const bool rotating = std::stoi(golden_.field("max_kv_size")) > 0;
+  const int step = rotating ? 2048 : 8;
+  auto r = run(false, step);
   EXPECT_TRUE(r.quantized);
-  const auto& want = golden_.at("logprobs");
+  std::vector<int> tokens = tokens_;
+  mx::array want = golden_.at("logprobs");
+  if (rotating) {
+    auto p = run(true, step);
+    tokens = p.tokens;
+    want = p.logprobs;
+  }
   double kl = 0;
   int n = 0;
-  for (; n < static_cast<int>(r.tokens.size()) && r.tokens[n] == tokens_[n]; ++n) {
+  for (; n < static_cast<int>(r.tokens.size()) && r.tokens[n] == tokens[n]; ++n) {
     auto p = mx::slice(want, {n, 0}, {n + 1, want.shape(1)});
     auto q = mx::slice(r.logprobs, {n, 0}, {n + 1, want.shape(1)});
     kl += mx::sum(mx::multiply(mx::exp(p), mx::subtract(p, q))).template item<float>();
@@ -89,7 +103,7 @@ TEST_P(KvQuant, FastPathWithinBoundsOfParity) {
   if (n < static_cast<int>(r.tokens.size())) {
     // The greedy paths part only at a near tie of parity's logprobs (a tiny random model's flat
     // distributions; 4-bit keys magnify the float16 rounding of the fast path's cache).
-    const float gap = mx::slice(want, {n, tokens_[n]}, {n + 1, tokens_[n] + 1}).template item<float>() -
+    const float gap = mx::slice(want, {n, tokens[n]}, {n + 1, tokens[n] + 1}).template item<float>() -
                       mx::slice(want, {n, r.tokens[n]}, {n + 1, r.tokens[n] + 1}).template item<float>();
     EXPECT_LT(gap, 0.01f) << "fast greedy tokens left parity's at step " << n;
   }
@@ -98,7 +112,7 @@ TEST_P(KvQuant, FastPathWithinBoundsOfParity) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, KvQuant,
                          ::testing::Values("llama_b8_start0", "llama_b4_start12", "llama_b2_start0", "phi3_b4_start0",
-                                           "qwen2_b8_start12"));
+                                           "qwen2_b8_start12", "llama_rot12_b8_start0", "llama_rot12_b4_start10"));
 
 TEST(KvQuantSettings, BadValuesAreRequestErrors) {
   EXPECT_THROW(check_kv_quantization({3, 64, 0}), RequestError);
