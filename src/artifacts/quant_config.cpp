@@ -8,29 +8,27 @@ namespace mlxcpp {
 
 namespace {
 
-// mlx.nn's per-mode defaults for a missing group_size/bits.
-std::pair<int, int> mode_defaults(const std::string& mode) {
-  if (mode == "affine") return {64, 4};
-  if (mode == "mxfp4") return {32, 4};
-  if (mode == "nvfp4") return {16, 4};
-  if (mode == "mxfp8") return {32, 8};
-  return {0, 0};
-}
-
 QuantSpec parse_spec(const JsonView& v, const std::string& key_for_errors) {
   QuantSpec q;
   q.mode = v.string_or("mode", "affine");
-  auto [g, b] = mode_defaults(q.mode);
-  if (g == 0) {
-    v.fail("mode", fmt::format("'{}' is not supported (known: affine, mxfp4, nvfp4, mxfp8)", q.mode));
-  }
-  q.group_size = static_cast<int>(v.int_or("group_size", g));
-  q.bits = static_cast<int>(v.int_or("bits", b));
+  auto d = default_quant_spec(q.mode);
+  if (!d) v.fail("mode", fmt::format("'{}' is not supported (known: affine, mxfp4, nvfp4, mxfp8)", q.mode));
+  q.group_size = static_cast<int>(v.int_or("group_size", d->group_size));
+  q.bits = static_cast<int>(v.int_or("bits", d->bits));
   check_quant_spec(q, fmt::format("{}: field '{}'", v.file(), key_for_errors));
   return q;
 }
 
 }  // namespace
+
+// mlx.nn's per-mode defaults for a missing group_size/bits.
+std::optional<QuantSpec> default_quant_spec(const std::string& mode) {
+  if (mode == "affine") return QuantSpec{64, 4, mode};
+  if (mode == "mxfp4") return QuantSpec{32, 4, mode};
+  if (mode == "nvfp4") return QuantSpec{16, 4, mode};
+  if (mode == "mxfp8") return QuantSpec{32, 8, mode};
+  return std::nullopt;
+}
 
 void check_quant_spec(const QuantSpec& q, const std::string& where) {
   bool ok = false;

@@ -38,6 +38,9 @@ class QuantConfig {
   std::map<std::string, std::optional<QuantSpec>> per_path_;  // nullopt = "false"
 };
 
+// mlx's defaults for a mode (affine 64/4, mxfp4 32/4, nvfp4 16/4, mxfp8 32/8); nullopt if unknown.
+std::optional<QuantSpec> default_quant_spec(const std::string& mode);
+
 // Validates a spec against what MLX supports; throws ConfigError naming `where`.
 void check_quant_spec(const QuantSpec& q, const std::string& where);
 

@@ -12,6 +12,7 @@ using Action = std::function<int()>;
 
 Action add_generate(CLI::App& app);
 Action add_convert(CLI::App& app);
+Action add_quantize(CLI::App& app);  // convert --hf under another name
 Action add_chat(CLI::App& app);
 Action add_tokenize(CLI::App& app);
 Action add_embed(CLI::App& app);

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   };
   add(mlxcpp::cli::add_generate);
   add(mlxcpp::cli::add_convert);
+  add(mlxcpp::cli::add_quantize);
   add(mlxcpp::cli::add_chat);
   add(mlxcpp::cli::add_tokenize);
   add(mlxcpp::cli::add_embed);

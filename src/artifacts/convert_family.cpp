@@ -1,0 +1,142 @@
+#include "artifacts/convert_family.h"
+#include "artifacts/module_path.h"
+
+#include <algorithm>
+#include <map>
+
+namespace mlxcpp {
+
+namespace {
+
+using Order = std::vector<std::string>;
+using ojson = nlohmann::ordered_json;
+
+// mlx-lm's llama layout (llama.py), which most families share; siblings that never meet in one
+// model (q_proj / qkv_proj, gate_proj / gate_up_proj, model / language_model) sit side by side.
+const std::map<std::string, Order>& shared_layout() {
+  static const std::map<std::string, Order> kLayout = {
+      {"", {"language_model", "model", "lm_head"}},
+      {"language_model", {"model", "lm_head"}},
+      {"model", {"embed_tokens", "layers", "norm"}},
+      {"layers",
+       {"self_attn", "mlp", "input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+        "post_feedforward_layernorm", "post_self_attn_layernorm", "post_mlp_layernorm"}},
+      {"self_attn", {"q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj", "q_norm", "k_norm"}},
+      {"mlp", {"gate_proj", "gate_up_proj", "down_proj", "up_proj"}},
+  };
+  return kLayout;
+}
+
+// A module's own parameters, in the order nn.Linear / QuantizedLinear / MoEGate assign them.
+const Order& leaf_order() {
+  static const Order kLeaves = {"weight", "scales", "biases", "bias", "e_score_correction_bias"};
+  return kLeaves;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+struct ConvertFamilyTable {
+  static std::map<std::string, ConvertFamily> build() {
+    std::map<std::string, ConvertFamily> t;
+    auto add = [&](const std::string& type) -> ConvertFamily& {
+      ConvertFamily& f = t[type];
+      f.model_type_ = type;
+      return f;
+    };
+    for (const char* type : {"llama", "mistral", "smollm3", "qwen2", "qwen3", "gemma3_text", "phi3", "olmo2", "ministral3", "glm4"}) {
+      add(type);
+    }
+    add("gemma3").patch_ = [](ojson& c) {
+      if (!c.contains("text_config") || !c["text_config"].is_object()) return;
+      ojson& t = c["text_config"];
+      t["vocab_size"] = c.value("vocab_size", ojson(262208));
+      t["num_attention_heads"] = t.value("num_attention_heads", ojson(8));
+      t["num_key_value_heads"] = t.value("num_key_value_heads", ojson(4));
+    };
+    add("mistral3").patch_ = [](ojson& c) {
+      if (c.contains("text_config") && c["text_config"].is_object() && !c["text_config"].contains("tie_word_embeddings")) {
+        c["text_config"]["tie_word_embeddings"] = false;
+      }
+    };
+    add("minicpm").children_ = {{"mlp", {"gate_proj", "up_proj", "down_proj"}}};
+    auto& granite = add("granite");
+    granite.eight_bit_ = {"self_attn.o_proj", "mlp.down_proj", "=lm_head"};
+    auto& qwen3_moe = add("qwen3_moe");
+    qwen3_moe.children_ = {{"layers", {"self_attn", "input_layernorm", "post_attention_layernorm", "mlp"}},
+                           {"mlp", {"gate", "switch_mlp", "gate_proj", "down_proj", "up_proj"}},
+                           {"switch_mlp", {"gate_proj", "up_proj", "down_proj"}}};
+    qwen3_moe.eight_bit_ = {"mlp.gate"};
+    auto& glm4_moe = add("glm4_moe");
+    glm4_moe.children_ = {{"mlp", {"switch_mlp", "gate", "shared_experts", "gate_proj", "up_proj", "down_proj"}},
+                          {"switch_mlp", {"gate_proj", "up_proj", "down_proj"}},
+                          {"shared_experts", {"gate_proj", "up_proj", "down_proj"}}};
+    glm4_moe.no_cast_ = {"e_score_correction_bias"};
+    return t;
+  }
+};
+
+const ConvertFamily& ConvertFamily::for_model_type(const std::string& model_type) {
+  static const std::map<std::string, ConvertFamily> kTable = ConvertFamilyTable::build();
+  auto it = kTable.find(model_type);
+  return it != kTable.end() ? it->second : kTable.at("llama");
+}
+
+int ConvertFamily::rank(const std::string& parent, const std::string& child) const {
+  auto index_in = [&](const Order& order) -> std::optional<int> {
+    auto it = std::find(order.begin(), order.end(), child);
+    if (it == order.end()) return std::nullopt;
+    return static_cast<int>(it - order.begin());
+  };
+  for (const auto& c : children_) {
+    if (c.parent != parent) continue;
+    if (auto i = index_in(c.order)) return *i;
+  }
+  const auto& shared = shared_layout();
+  if (auto it = shared.find(parent); it != shared.end()) {
+    if (auto i = index_in(it->second)) return *i;
+  }
+  if (auto i = index_in(leaf_order())) return 1000 + *i;  // own parameters after submodules
+  return 2000;                                            // unknown: after all known, by name
+}
+
+void ConvertFamily::sort_parameters(std::vector<std::string>& names) const {
+  struct Key {
+    std::vector<std::pair<long, std::string>> parts;  // (rank or index, name)
+  };
+  std::map<std::string, Key> keys;
+  for (const auto& n : names) {
+    Key k;
+    std::string parent;
+    for (const auto& p : split_module_path(n)) {
+      if (is_index_component(p)) {
+        k.parts.emplace_back(std::stol(p), "");
+      } else {
+        k.parts.emplace_back(rank(parent, p), p);
+        parent = p;
+      }
+    }
+    keys.emplace(n, std::move(k));
+  }
+  std::sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
+    return keys.at(a).parts < keys.at(b).parts;
+  });
+}
+
+std::optional<nlohmann::ordered_json> ConvertFamily::quant_override(const std::string& path) const {
+  for (const auto& s : eight_bit_) {
+    const bool hit = s[0] == '=' ? path == s.substr(1) : ends_with(path, s);
+    if (hit) return nlohmann::ordered_json{{"group_size", 64}, {"bits", 8}};
+  }
+  return std::nullopt;
+}
+
+bool ConvertFamily::casts(const std::string& name) const {
+  return std::none_of(no_cast_.begin(), no_cast_.end(),
+                      [&](const std::string& frag) { return name.find(frag) != std::string::npos; });
+}
+
+}  // namespace mlxcpp

@@ -1,0 +1,98 @@
+"""Goldens for `mlxcpp convert --hf`: mlx_lm.convert's output on the tiny bf16 checkpoints.
+
+Usage: .venv/bin/python tools/oracle/convert_goldens.py GOLDEN_DIR   (after tiny_models.py)
+Writes GOLDEN_DIR/convert/:
+  in/<model>/     a tiny checkpoint (GOLDEN_DIR/models/<model>) plus a 512-token word-level
+                  tokenizer (mlx_lm.convert needs one; its bytes are not compared)
+  out/<case>/     what mlx_lm.convert.convert wrote for the case
+  <case>.logits.safetensors   mlx-lm's logits on out/<case> (model_goldens.record), for the
+                  cases in LOGITS
+  cases.json      case -> {model, args (the convert() keywords)}
+"""
+
+import json
+import shutil
+import sys
+from contextlib import redirect_stdout
+from io import StringIO
+from pathlib import Path
+
+import mlx.core as mx
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+from model_goldens import record
+
+AFFINE_Q4 = {"quantize": True, "q_bits": 4, "q_group_size": 64}
+# case -> (input checkpoint, convert() keywords)
+CASES = {
+    "llama-q4g64": ("llama-bf16", AFFINE_Q4),
+    "llama-q8g32": ("llama-bf16", {"quantize": True, "q_bits": 8, "q_group_size": 32}),
+    "llama-q2g32": ("llama-bf16", {"quantize": True, "q_bits": 2, "q_group_size": 32}),
+    "llama-q3g128": ("llama-bf16", {"quantize": True, "q_bits": 3, "q_group_size": 128}),
+    "llama-q5g64": ("llama-bf16", {"quantize": True, "q_bits": 5, "q_group_size": 64}),
+    "llama-q6g32": ("llama-bf16", {"quantize": True, "q_bits": 6, "q_group_size": 32}),
+    "llama-default": ("llama-bf16", {"quantize": True}),
+    "llama-mixed_2_6": ("llama-bf16", {"quantize": True, "quant_predicate": "mixed_2_6"}),  # group_size null
+    "llama-mixed_3_4": ("llama-bf16", {"quantize": True, "q_group_size": 32, "quant_predicate": "mixed_3_4"}),
+    "llama-mixed_3_6": ("llama-bf16", {"quantize": True, "q_group_size": 64, "quant_predicate": "mixed_3_6"}),
+    "llama-mixed_4_6": ("llama-bf16", {"quantize": True, "q_group_size": 64, "quant_predicate": "mixed_4_6"}),
+    "llama-mxfp4": ("llama-bf16", {"quantize": True, "q_mode": "mxfp4"}),
+    "llama-nvfp4": ("llama-bf16", {"quantize": True, "q_mode": "nvfp4"}),
+    "llama-mxfp8": ("llama-bf16", {"quantize": True, "q_mode": "mxfp8"}),
+    "llama-float16": ("llama-bf16", {"dtype": "float16"}),
+    "llama-float32-q4g64": ("llama-bf16", {**AFFINE_Q4, "dtype": "float32"}),
+    "llama-dequantize": ("llama-q4g64", {"dequantize": True}),
+    "mistral-bias-q4g64": ("mistral-yarn-bias-bf16", AFFINE_Q4),
+    "qwen2-q4g64": ("qwen2-bf16", AFFINE_Q4),
+    "qwen3-q4g64": ("qwen3-bf16", AFFINE_Q4),
+    "gemma3-text-q4g64": ("gemma3-text-bf16", AFFINE_Q4),
+    "gemma3-nested-q4g64": ("gemma3-nested-untied-bf16", AFFINE_Q4),
+    "phi3-q4g64": ("phi3-bf16", AFFINE_Q4),
+    "minicpm-q4g64": ("minicpm-bf16", AFFINE_Q4),
+    "minicpm-mixed_3_6": ("minicpm-bf16", {"quantize": True, "q_group_size": 64, "quant_predicate": "mixed_3_6"}),
+    "olmo2-q4g64": ("olmo2-bf16", AFFINE_Q4),
+    "granite-q4g64": ("granite-bf16", AFFINE_Q4),
+    "ministral3-q4g64": ("ministral3-bf16", AFFINE_Q4),
+    "mistral3-llama-q4g64": ("mistral3-llama-bf16", AFFINE_Q4),
+    "qwen3-moe-q4g64": ("qwen3-moe-bf16", AFFINE_Q4),
+    "qwen3-moe-mixed_3_6": ("qwen3-moe-bf16", {"quantize": True, "q_group_size": 64, "quant_predicate": "mixed_3_6"}),
+    "qwen3-moe-mxfp4": ("qwen3-moe-bf16", {"quantize": True, "q_mode": "mxfp4"}),
+    "qwen3-moe-dequantize": ("qwen3-moe-q4g64", {"dequantize": True}),
+    "glm4-q4g64": ("glm4-bf16", AFFINE_Q4),
+    "glm4-moe-q4g64": ("glm4-moe-bf16", AFFINE_Q4),
+    "glm4-moe-float32": ("glm4-moe-bf16", {"dtype": "float32"}),
+}
+LOGITS = ["llama-q4g64", "llama-mixed_3_6", "qwen3-moe-q4g64", "glm4-moe-q4g64"]
+
+
+def write_tokenizer(dst, vocab_size=512):
+    vocab = {f"t{i}": i for i in range(vocab_size)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="t0"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(dst / "tokenizer.json"))
+    cfg = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "t1", "eos_token": "t2", "unk_token": "t0"}
+    (dst / "tokenizer_config.json").write_text(json.dumps(cfg, indent=2))
+
+
+def main(golden):
+    from mlx_lm.convert import convert
+
+    golden = Path(golden)
+    root = golden / "convert"
+    shutil.rmtree(root, ignore_errors=True)
+    (root / "out").mkdir(parents=True)
+    for model in sorted({m for m, _ in CASES.values()}):
+        dst = root / "in" / model
+        shutil.copytree(golden / "models" / model, dst)
+        write_tokenizer(dst)
+    for case, (model, args) in CASES.items():
+        with redirect_stdout(StringIO()):
+            convert(str(root / "in" / model), str(root / "out" / case), **args)
+    for case in LOGITS:
+        mx.save_safetensors(str(root / f"{case}.logits.safetensors"), record(root / "out" / case))
+    cases = {case: {"model": model, "args": args} for case, (model, args) in CASES.items()}
+    (root / "cases.json").write_text(json.dumps(cases, indent=2))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
