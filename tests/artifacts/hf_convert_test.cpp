@@ -100,7 +100,9 @@ INSTANTIATE_TEST_SUITE_P(
                       "gemma3-nested-q4g64", "phi3-q4g64", "minicpm-q4g64", "minicpm-mixed_3_6", "olmo2-q4g64",
                       "granite-q4g64", "ministral3-q4g64", "mistral3-llama-q4g64", "qwen3-moe-q4g64",
                       "qwen3-moe-mixed_3_6", "qwen3-moe-mxfp4", "qwen3-moe-dequantize", "glm4-q4g64",
-                      "glm4-moe-q4g64", "glm4-moe-float32"),
+                      "glm4-moe-q4g64", "glm4-moe-float32", "glm4-moe-dequantize", "qwen3-moe-mixed-dequantize",
+                      "smollm3-dequantize", "llama-swa-q4g64", "qwen3-untied-dequantize", "llama-mixed-requantize",
+                      "llama-torch-dtype", "llama-sanitize"),
     case_name);
 
 TEST(PythonJson, FloatsAsRepr) {

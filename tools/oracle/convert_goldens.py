@@ -61,6 +61,19 @@ CASES = {
     "glm4-q4g64": ("glm4-bf16", AFFINE_Q4),
     "glm4-moe-q4g64": ("glm4-moe-bf16", AFFINE_Q4),
     "glm4-moe-float32": ("glm4-moe-bf16", {"dtype": "float32"}),
+    "glm4-moe-dequantize": ("glm4-moe-q4g64", {"dequantize": True}),
+    # Layer 1 dense (mlp_only_layers): the dense MLP's order inside a qwen3_moe model.
+    "qwen3-moe-mixed-dequantize": ("qwen3-moe-mixed-q8g32", {"dequantize": True}),
+    "smollm3-dequantize": ("smollm3-q4g64", {"dequantize": True}),
+    "llama-swa-q4g64": ("llama-swa-bf16", AFFINE_Q4),
+    "qwen3-untied-dequantize": ("qwen3-untied-q8g32", {"dequantize": True}),
+    # Partly quantized input (embedding dense, attention 8-bit): the rest quantized, each path
+    # written to the config (quantize_model's fine-grained branch).
+    "llama-mixed-requantize": ("llama-mixed", {"quantize": True, "q_bits": 4, "q_group_size": 64}),
+    # config's torch_dtype is the cast target without --dtype.
+    "llama-torch-dtype": ("llama-torch-f16", AFFINE_Q4),
+    # What llama's sanitize drops: rotary_emb.inv_freq and the head of a tied model.
+    "llama-sanitize": ("llama-extra-tensors", AFFINE_Q4),
 }
 LOGITS = ["llama-q4g64", "llama-mixed_3_6", "qwen3-moe-q4g64", "glm4-moe-q4g64"]
 
@@ -74,6 +87,25 @@ def write_tokenizer(dst, vocab_size=512):
     (dst / "tokenizer_config.json").write_text(json.dumps(cfg, indent=2))
 
 
+def torch_f16(src, dst):
+    shutil.copytree(src, dst)
+    config = json.loads((dst / "config.json").read_text())
+    (dst / "config.json").write_text(json.dumps({**config, "torch_dtype": "float16"}, indent=4))
+
+
+def extra_tensors(src, dst):
+    shutil.copytree(src, dst)
+    w = mx.load(str(dst / "model.safetensors"))
+    w["model.layers.0.self_attn.rotary_emb.inv_freq"] = mx.arange(8, dtype=mx.float32)
+    w["lm_head.weight"] = w["model.embed_tokens.weight"]
+    (dst / "model.safetensors.index.json").unlink()
+    mx.save_safetensors(str(dst / "model.safetensors"), w, metadata={"format": "mlx"})
+
+
+# Inputs made from in/llama-bf16.
+DERIVED = {"llama-torch-f16": torch_f16, "llama-extra-tensors": extra_tensors}
+
+
 def main(golden):
     from mlx_lm.convert import convert
 
@@ -81,10 +113,12 @@ def main(golden):
     root = golden / "convert"
     shutil.rmtree(root, ignore_errors=True)
     (root / "out").mkdir(parents=True)
-    for model in sorted({m for m, _ in CASES.values()}):
+    for model in sorted({m for m, _ in CASES.values()} - set(DERIVED)):
         dst = root / "in" / model
         shutil.copytree(golden / "models" / model, dst)
         write_tokenizer(dst)
+    for model, make in DERIVED.items():
+        make(root / "in" / "llama-bf16", root / "in" / model)
     for case, (model, args) in CASES.items():
         with redirect_stdout(StringIO()):
             convert(str(root / "in" / model), str(root / "out" / case), **args)
