@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
 
 #include <fmt/format.h>
@@ -11,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "artifacts/convert_family.h"
+#include "artifacts/hf_sanitize.h"
 #include "artifacts/hf_snapshot_out.h"
 #include "artifacts/quant_config.h"
 #include "artifacts/quantize_recipe.h"
@@ -116,21 +116,6 @@ Snapshot read_snapshot(const fs::path& in) {
     }
   }
   return s;
-}
-
-// The part of the families' sanitize() an MLX-named snapshot still needs; HF-only layouts refused.
-void sanitize(Snapshot& s) {
-  static const std::regex kPerExpert(R"(\.experts\.[0-9]+\.)");
-  const bool tied = s.config.value("tie_word_embeddings", false) == true;
-  for (auto it = s.weights.begin(); it != s.weights.end();) {
-    const std::string& name = it->first;
-    if (std::regex_search(name, kPerExpert)) {
-      throw WeightError(fmt::format("tensor '{}': per-expert tensors (the HF layout) must be stacked into switch_mlp; "
-                                    "convert --hf reads MLX-named snapshots only (use mlx_lm.convert for this one)", name));
-    }
-    const bool drop = name.find("rotary_emb.inv_freq") != std::string::npos || (tied && name == "lm_head.weight");
-    it = drop ? s.weights.erase(it) : std::next(it);
-  }
 }
 
 void cast_weights(Snapshot& s, const ConvertFamily& fam, const HfConvertOptions& o) {
@@ -306,7 +291,7 @@ HfConvertReport convert_hf(const fs::path& in, const fs::path& out, const HfConv
     throw ConfigError(fmt::format("--dequantize: {}: no 'quantization' block, nothing to dequantize", (in / "config.json").string()));
   }
   StagingDir staging(out);  // after every input check: a refused conversion leaves nothing behind
-  sanitize(s);
+  sanitize_weights(s.config, s.weights);
   cast_weights(s, fam, o);
   std::map<std::string, int> bits_of;
   if (o.quantize) bits_of = quantize(s, fam, o, r);

@@ -102,7 +102,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "qwen3-moe-mixed_3_6", "qwen3-moe-mxfp4", "qwen3-moe-dequantize", "glm4-q4g64",
                       "glm4-moe-q4g64", "glm4-moe-float32", "glm4-moe-dequantize", "qwen3-moe-mixed-dequantize",
                       "smollm3-dequantize", "llama-swa-q4g64", "qwen3-untied-dequantize", "llama-mixed-requantize",
-                      "llama-torch-dtype", "llama-sanitize"),
+                      "llama-torch-dtype", "llama-sanitize", "qwen3-moe-hf-q4g64", "glm4-moe-hf-bf16"),
     case_name);
 
 TEST(PythonJson, FloatsAsRepr) {
@@ -185,6 +185,15 @@ TEST_F(HfConvertErrors, PerExpertHfLayout) {
                     std::string(4, '\0'));
   fs::remove(in_ / "model.safetensors.index.json");
   expect_contains(refused<WeightError>(), {"model.layers.0.mlp.experts.0.up_proj.weight", "mlx_lm.convert"});
+}
+
+TEST_F(HfConvertErrors, Qwen3MoeHfLayoutMissingExpert) {
+  in_ = tmp_ / "qwen3-moe-hf";
+  fs::copy(goldens() / "in" / "qwen3-moe-hf", in_, fs::copy_options::recursive);
+  auto w = mx::load_safetensors((in_ / "model.safetensors").string()).first;
+  w.erase("model.layers.1.mlp.experts.5.down_proj.weight");
+  mx::save_safetensors((in_ / "model.safetensors").string(), w, {{"format", "mlx"}});
+  expect_contains(refused<WeightError>(), {"model.layers.1.mlp.experts.5.down_proj.weight", "missing", "8 experts"});
 }
 
 TEST_F(HfConvertErrors, QuantizeAndDequantize) {

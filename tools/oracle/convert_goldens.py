@@ -74,6 +74,9 @@ CASES = {
     "llama-torch-dtype": ("llama-torch-f16", AFFINE_Q4),
     # What llama's sanitize drops: rotary_emb.inv_freq and the head of a tied model.
     "llama-sanitize": ("llama-extra-tensors", AFFINE_Q4),
+    # HF layouts: per-expert tensors stacked (glm4_moe: its MTP layer dropped) as sanitize does.
+    "qwen3-moe-hf-q4g64": ("qwen3-moe-hf", AFFINE_Q4),
+    "glm4-moe-hf-bf16": ("glm4-moe-hf", {}),
 }
 LOGITS = ["llama-q4g64", "llama-mixed_3_6", "qwen3-moe-q4g64", "glm4-moe-q4g64"]
 
@@ -102,8 +105,29 @@ def extra_tensors(src, dst):
     mx.save_safetensors(str(dst / "model.safetensors"), w, metadata={"format": "mlx"})
 
 
-# Inputs made from in/llama-bf16.
-DERIVED = {"llama-torch-f16": torch_f16, "llama-extra-tensors": extra_tensors}
+def unstack_experts(src, dst, mtp_layer=None):
+    """The HF layout: experts one tensor each (and glm4_moe's MTP layer: a copy of the last)."""
+    shutil.copytree(src, dst)
+    w = mx.load(str(dst / "model.safetensors"))
+    for k in [k for k in w if ".switch_mlp." in k]:
+        stacked = w.pop(k)
+        for e in range(stacked.shape[0]):
+            w[k.replace(".switch_mlp.", f".experts.{e}.")] = stacked[e]
+    if mtp_layer is not None:
+        last = f"model.layers.{mtp_layer - 1}."
+        for k in [k for k in w if k.startswith(last)]:
+            w[k.replace(last, f"model.layers.{mtp_layer}.")] = w[k]
+    (dst / "model.safetensors.index.json").unlink()
+    mx.save_safetensors(str(dst / "model.safetensors"), w, metadata={"format": "mlx"})
+
+
+# Inputs made from another input: name -> (source, how).
+DERIVED = {
+    "llama-torch-f16": ("llama-bf16", torch_f16),
+    "llama-extra-tensors": ("llama-bf16", extra_tensors),
+    "qwen3-moe-hf": ("qwen3-moe-bf16", unstack_experts),
+    "glm4-moe-hf": ("glm4-moe-bf16", lambda src, dst: unstack_experts(src, dst, mtp_layer=3)),
+}
 
 
 def main(golden):
@@ -113,12 +137,13 @@ def main(golden):
     root = golden / "convert"
     shutil.rmtree(root, ignore_errors=True)
     (root / "out").mkdir(parents=True)
-    for model in sorted({m for m, _ in CASES.values()} - set(DERIVED)):
+    sources = {DERIVED[m][0] if m in DERIVED else m for m, _ in CASES.values()}
+    for model in sorted(sources | {m for m, _ in CASES.values() if m not in DERIVED}):
         dst = root / "in" / model
         shutil.copytree(golden / "models" / model, dst)
         write_tokenizer(dst)
-    for model, make in DERIVED.items():
-        make(root / "in" / "llama-bf16", root / "in" / model)
+    for model, (src, make) in DERIVED.items():
+        make(root / "in" / src, root / "in" / model)
     for case, (model, args) in CASES.items():
         with redirect_stdout(StringIO()):
             convert(str(root / "in" / model), str(root / "out" / case), **args)

@@ -1,0 +1,72 @@
+#include "artifacts/hf_sanitize.h"
+
+#include <regex>
+
+#include <fmt/format.h>
+#include <mlx/ops.h>
+
+#include "core/errors.h"
+
+namespace mx = mlx::core;
+
+namespace mlxcpp {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+// qwen3_moe.py / glm4_moe.py sanitize: "<layer>.mlp.experts.<e>.<proj>.<param>" for e < n
+// becomes "<layer>.mlp.switch_mlp.<proj>.<param>", the experts stacked on a new first axis.
+void stack_experts(std::map<std::string, mx::array>& weights, int num_experts, const std::string& model_type) {
+  static const std::regex kExpert(R"(^(.*)\.experts\.0\.(.+)$)");
+  std::vector<std::pair<std::string, std::string>> groups;  // (prefix, rest)
+  for (const auto& [name, _] : weights) {
+    std::smatch m;
+    if (std::regex_match(name, m, kExpert)) groups.emplace_back(m[1], m[2]);
+  }
+  for (const auto& [prefix, rest] : groups) {
+    std::vector<mx::array> parts;
+    for (int e = 0; e < num_experts; ++e) {
+      const std::string name = fmt::format("{}.experts.{}.{}", prefix, e, rest);
+      auto it = weights.find(name);
+      if (it == weights.end()) {
+        throw WeightError(fmt::format("tensor '{}' is missing ({} has {} experts per layer)", name, model_type, num_experts));
+      }
+      parts.push_back(it->second);
+      weights.erase(it);
+    }
+    weights.insert_or_assign(prefix + ".switch_mlp." + rest, mx::stack(parts));
+  }
+}
+
+int config_int(const ojson& config, const char* key) {
+  if (!config.contains(key) || !config[key].is_number_integer()) {
+    throw ConfigError(fmt::format("config.json: field '{}': missing or not an integer", key));
+  }
+  return config[key].get<int>();
+}
+
+}  // namespace
+
+void sanitize_weights(const ojson& config, std::map<std::string, mx::array>& weights) {
+  const std::string type = config.value("model_type", std::string());
+  if (type == "qwen3_moe") stack_experts(weights, config_int(config, "num_experts"), type);
+  if (type == "glm4_moe") {
+    stack_experts(weights, config_int(config, "n_routed_experts"), type);
+    const std::string mtp = fmt::format("model.layers.{}", config_int(config, "num_hidden_layers"));
+    std::erase_if(weights, [&](const auto& kv) { return kv.first.rfind(mtp, 0) == 0; });
+  }
+  static const std::regex kPerExpert(R"(\.experts\.[0-9]+\.)");
+  const bool tied = config.value("tie_word_embeddings", false) == true;
+  for (auto it = weights.begin(); it != weights.end();) {
+    const std::string& name = it->first;
+    if (std::regex_search(name, kPerExpert)) {
+      throw WeightError(fmt::format("tensor '{}': per-expert tensors (the HF layout) are stacked for qwen3_moe and "
+                                    "glm4_moe only, not {} (use mlx_lm.convert for this one)", name, type));
+    }
+    const bool drop = name.find("rotary_emb.inv_freq") != std::string::npos || (tied && name == "lm_head.weight");
+    it = drop ? weights.erase(it) : std::next(it);
+  }
+}
+
+}  // namespace mlxcpp
