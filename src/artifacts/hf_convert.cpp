@@ -178,8 +178,7 @@ std::map<std::string, int> quantize(Snapshot& s, const ConvertFamily& fam, const
   std::optional<QuantRecipe> recipe;
   if (o.recipe) recipe.emplace(*o.recipe, paths, o.group_size);
   std::map<std::string, int> bits_of;
-  for (size_t i = 0; i < paths.size(); ++i) {
-    const auto& p = paths[i];
+  for (const auto& p : paths) {
     if (quantizable(s, p) && s.weights.at(p + ".weight").shape(-1) % group == 0) {
       std::optional<ojson> params = recipe ? std::optional<ojson>(recipe->params(p)) : fam.quant_override(p);
       if (params) {
@@ -195,7 +194,6 @@ std::map<std::string, int> quantize(Snapshot& s, const ConvertFamily& fam, const
       }
       ++r.quantized;
     }
-    if (o.progress) o.progress(i + 1, paths.size(), p);
   }
   s.config["quantization"] = qcfg;
   s.config["quantization_config"] = qcfg;
@@ -227,12 +225,11 @@ QuantSpec infer_spec(const Snapshot& s, const std::string& p, const QuantSpec& d
   throw WeightError(fmt::format("tensor '{}.scales': cannot infer the quantization of module '{}'", p, p));
 }
 
-void dequantize(Snapshot& s, const HfConvertOptions& o, HfConvertReport& r) {
+void dequantize(Snapshot& s, HfConvertReport& r) {
   const ojson q = s.config.value("quantization", ojson::object());
   QuantSpec dflt{q.value("group_size", 64), q.value("bits", 4), q.value("mode", std::string("affine"))};
   auto paths = module_paths(s);
-  for (size_t i = 0; i < paths.size(); ++i) {
-    const auto& p = paths[i];
+  for (const auto& p : paths) {
     if (s.weights.count(p + ".scales")) {
       QuantSpec spec = q.contains(p) && q[p].is_object()
                            ? QuantSpec{q[p].value("group_size", 64), q[p].value("bits", 4), q[p].value("mode", std::string("affine"))}
@@ -244,7 +241,6 @@ void dequantize(Snapshot& s, const HfConvertOptions& o, HfConvertReport& r) {
       s.weights.erase(p + ".biases");
       ++r.dequantized;
     }
-    if (o.progress) o.progress(i + 1, paths.size(), p);
   }
   s.config.erase("quantization");
   s.config.erase("quantization_config");
@@ -295,7 +291,7 @@ HfConvertReport convert_hf(const fs::path& in, const fs::path& out, const HfConv
   cast_weights(s, fam, o);
   std::map<std::string, int> bits_of;
   if (o.quantize) bits_of = quantize(s, fam, o, r);
-  if (o.dequantize) dequantize(s, o, r);
+  if (o.dequantize) dequantize(s, r);
   add_input_quant_bits(s, bits_of);
 
   std::vector<std::string> names;
@@ -303,7 +299,7 @@ HfConvertReport convert_hf(const fs::path& in, const fs::path& out, const HfConv
   fam.sort_parameters(names);
   NamedArrays ordered;
   for (const auto& n : names) ordered.emplace_back(n, s.weights.at(n));
-  r.files = write_weights(staging.path(), ordered, total_parameters(s, bits_of));
+  r.files = write_weights(staging.path(), ordered, total_parameters(s, bits_of), o.progress);
   r.tensors = ordered.size();
   write_config(staging.path() / "config.json", s.config);
   copy_extras(in, staging.path());

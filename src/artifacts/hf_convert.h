@@ -24,7 +24,7 @@ struct HfConvertOptions {
   // float16, bfloat16, float32; unset: config's torch_dtype (or text_config.dtype) when it is one.
   std::optional<std::string> dtype;
   std::optional<std::string> recipe;  // mixed_2_6, mixed_3_4, mixed_3_6, mixed_4_6
-  // Called after each module: (done, total, module path).
+  // Called after each tensor is computed and staged: (done, total, tensor name).
   std::function<void(size_t, size_t, const std::string&)> progress;
 };
 

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 #include <mlx/io.h>
+#include <mlx/transforms.h>
 
 #include "artifacts/py_json.h"
 #include "core/errors.h"
@@ -72,7 +73,8 @@ void StagingDir::commit() {
   committed_ = true;
 }
 
-std::vector<std::string> write_weights(const fs::path& dir, const NamedArrays& weights, uint64_t total_parameters) {
+std::vector<std::string> write_weights(const fs::path& dir, const NamedArrays& weights, uint64_t total_parameters,
+                                       const std::function<void(size_t, size_t, const std::string&)>& progress) {
   std::vector<std::vector<size_t>> shards;  // make_shards: a new shard when the next tensor would overflow
   uint64_t shard_bytes = 0, total_bytes = 0;
   for (size_t i = 0; i < weights.size(); ++i) {
@@ -95,6 +97,8 @@ std::vector<std::string> write_weights(const fs::path& dir, const NamedArrays& w
     // iteration order, hence the data layout, then comes out the same.
     std::unordered_map<std::string, mx::array> shard;
     for (size_t i : shards[s]) {
+      mx::eval(weights[i].second);
+      if (progress) progress(i + 1, weights.size(), weights[i].first);
       shard.emplace(weights[i].first, weights[i].second);
       weight_map[weights[i].first] = name;
     }

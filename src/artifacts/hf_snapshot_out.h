@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,9 +36,11 @@ using NamedArrays = std::vector<std::pair<std::string, mlx::core::array>>;
 
 // save_model: tensors in the given (module-tree) order, split at 5 GiB into
 // model-0000i-of-0000n.safetensors (one file: model.safetensors), metadata {"format": "mlx"}, and
-// model.safetensors.index.json. Returns the file names.
+// model.safetensors.index.json. Each tensor is evaluated (quantized, cast) on its turn and
+// `progress` called after it. Returns the file names.
 std::vector<std::string> write_weights(const std::filesystem::path& dir, const NamedArrays& weights,
-                                       uint64_t total_parameters);
+                                       uint64_t total_parameters,
+                                       const std::function<void(size_t, size_t, const std::string&)>& progress = {});
 
 // save_config: _name_or_path and vision_config dropped, quantization_config = quantization, keys
 // sorted, json.dump(indent=4).

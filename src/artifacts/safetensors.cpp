@@ -117,6 +117,7 @@ SafetensorsHeader read_safetensors_header(const std::filesystem::path& file) {
   h.data_size = file_size - 8 - n;
   for (const auto& [name, e] : j.items()) {
     if (name == "__metadata__") {
+      if (e.is_null()) continue;  // what mx.save_safetensors writes when given no metadata
       if (!e.is_object()) bad(file, "field '__metadata__': expected an object, got " + std::string(e.type_name()));
       for (const auto& [k, v] : e.items()) {
         if (!v.is_string()) bad(file, fmt::format("field '__metadata__.{}': expected a string, got {}", k, v.dump()));

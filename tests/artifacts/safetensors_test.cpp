@@ -215,6 +215,13 @@ TEST_F(Safetensors, EmptyTensorDoesNotHideAnOverlap) {
   EXPECT_EQ(read_safetensors_header(file_).tensors.size(), 3u);
 }
 
+TEST_F(Safetensors, NullMetadataAsMlxWritesIt) {
+  mlx::core::save_safetensors(file_.string(), {{"a", mlx::core::zeros({2})}});  // "__metadata__": null
+  auto header = read_safetensors_header(file_);
+  EXPECT_TRUE(header.metadata.empty());
+  EXPECT_EQ(load_safetensors(file_).size(), 1u);
+}
+
 TEST_F(Safetensors, BadMetadata) {
   expect_bad({{"__metadata__", {1, 2}}}, {"'__metadata__'", "expected an object"});
   expect_bad({{"__metadata__", {{"format", 1}}}}, {"'__metadata__.format'", "expected a string"});
