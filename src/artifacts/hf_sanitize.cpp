@@ -46,6 +46,26 @@ int config_int(const ojson& config, const char* key) {
   return config[key].get<int>();
 }
 
+// gemma3.py / mistral3.py: the vision tower and projector dropped; mistral3's text weights,
+// "model.language_model.*" or "[language_model.]*", brought under "language_model.".
+void sanitize_multimodal(const std::string& type, std::map<std::string, mx::array>& weights) {
+  std::erase_if(weights, [](const auto& kv) {
+    return kv.first.find("vision_tower") != std::string::npos || kv.first.find("multi_modal_projector") != std::string::npos;
+  });
+  if (type != "mistral3") return;
+  std::map<std::string, mx::array> renamed;
+  for (auto& [k, v] : weights) {
+    std::string key = k;
+    if (key.rfind("model.language_model.", 0) == 0) {
+      key = "model." + key.substr(std::string("model.language_model.").size());
+    } else if (key.rfind("language_model.", 0) == 0) {
+      key = key.substr(std::string("language_model.").size());
+    }
+    renamed.insert_or_assign("language_model." + key, v);
+  }
+  weights = std::move(renamed);
+}
+
 }  // namespace
 
 void sanitize_weights(const ojson& config, std::map<std::string, mx::array>& weights) {
@@ -56,15 +76,24 @@ void sanitize_weights(const ojson& config, std::map<std::string, mx::array>& wei
     const std::string mtp = fmt::format("model.layers.{}", config_int(config, "num_hidden_layers"));
     std::erase_if(weights, [&](const auto& kv) { return kv.first.rfind(mtp, 0) == 0; });
   }
+  if (type == "gemma3" || type == "mistral3") sanitize_multimodal(type, weights);
+  // minicpm.py: a checkpoint without a head gets the embedding as its head.
+  if (type == "minicpm" && !weights.count("lm_head.weight") && weights.count("model.embed_tokens.weight")) {
+    weights.insert_or_assign("lm_head.weight", weights.at("model.embed_tokens.weight"));
+  }
   static const std::regex kPerExpert(R"(\.experts\.[0-9]+\.)");
-  const bool tied = config.value("tie_word_embeddings", false) == true;
+  // The text model's tie decides for a nested one (mistral3: its language_model.lm_head).
+  const bool nested = type == "mistral3";
+  const ojson& text = nested && config.contains("text_config") ? config["text_config"] : config;
+  const bool tied = text.value("tie_word_embeddings", false) == true;
+  const std::string head = nested ? "language_model.lm_head.weight" : "lm_head.weight";
   for (auto it = weights.begin(); it != weights.end();) {
     const std::string& name = it->first;
     if (std::regex_search(name, kPerExpert)) {
       throw WeightError(fmt::format("tensor '{}': per-expert tensors (the HF layout) are stacked for qwen3_moe and "
                                     "glm4_moe only, not {} (use mlx_lm.convert for this one)", name, type));
     }
-    const bool drop = name.find("rotary_emb.inv_freq") != std::string::npos || (tied && name == "lm_head.weight");
+    const bool drop = name.find("rotary_emb.inv_freq") != std::string::npos || (tied && name == head);
     it = drop ? weights.erase(it) : std::next(it);
   }
 }

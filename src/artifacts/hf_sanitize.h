@@ -1,7 +1,9 @@
 // The part of mlx-lm's Model.sanitize() that `convert --hf` applies to the weights it reads:
-// rotary_emb.inv_freq dropped, a tied model's lm_head.weight dropped, and for qwen3_moe and
-// glm4_moe the HF layout's per-expert tensors stacked into switch_mlp (glm4_moe: its
-// multi-token-prediction layer dropped). Other families' per-expert tensors are refused.
+// rotary_emb.inv_freq dropped, a tied model's lm_head.weight dropped (minicpm: the embedding
+// copied as a missing head), gemma3/mistral3's vision tower and projector dropped (mistral3's HF
+// names brought under language_model.), and for qwen3_moe and glm4_moe the HF layout's
+// per-expert tensors stacked into switch_mlp (glm4_moe: its multi-token-prediction layer
+// dropped). Other families' per-expert tensors are refused.
 #pragma once
 
 #include <map>

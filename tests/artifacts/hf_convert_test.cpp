@@ -102,7 +102,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "qwen3-moe-mixed_3_6", "qwen3-moe-mxfp4", "qwen3-moe-dequantize", "glm4-q4g64",
                       "glm4-moe-q4g64", "glm4-moe-float32", "glm4-moe-dequantize", "qwen3-moe-mixed-dequantize",
                       "smollm3-dequantize", "llama-swa-q4g64", "qwen3-untied-dequantize", "llama-mixed-requantize",
-                      "llama-torch-dtype", "llama-sanitize", "qwen3-moe-hf-q4g64", "glm4-moe-hf-bf16"),
+                      "llama-torch-dtype", "llama-sanitize", "qwen3-moe-hf-q4g64", "glm4-moe-hf-bf16", "mistral3-hf-q4g64",
+                      "gemma3-vision-q4g64", "minicpm-headless-q4g64"),
     case_name);
 
 TEST(PythonJson, FloatsAsRepr) {

@@ -77,6 +77,11 @@ CASES = {
     # HF layouts: per-expert tensors stacked (glm4_moe: its MTP layer dropped) as sanitize does.
     "qwen3-moe-hf-q4g64": ("qwen3-moe-hf", AFFINE_Q4),
     "glm4-moe-hf-bf16": ("glm4-moe-hf", {}),
+    # Multimodal snapshots: the vision tower and vision_config dropped (mistral3: HF names).
+    "mistral3-hf-q4g64": ("mistral3-hf", AFFINE_Q4),
+    "gemma3-vision-q4g64": ("gemma3-vision", AFFINE_Q4),
+    # minicpm without lm_head.weight: the embedding becomes the head.
+    "minicpm-headless-q4g64": ("minicpm-headless", AFFINE_Q4),
 }
 LOGITS = ["llama-q4g64", "llama-mixed_3_6", "qwen3-moe-q4g64", "glm4-moe-q4g64"]
 
@@ -121,12 +126,44 @@ def unstack_experts(src, dst, mtp_layer=None):
     mx.save_safetensors(str(dst / "model.safetensors"), w, metadata={"format": "mlx"})
 
 
+def rewrite(src, dst, edit_weights, edit_config=None):
+    shutil.copytree(src, dst)
+    w = edit_weights(mx.load(str(dst / "model.safetensors")))
+    (dst / "model.safetensors.index.json").unlink()
+    mx.save_safetensors(str(dst / "model.safetensors"), w, metadata={"format": "mlx"})
+    if edit_config:
+        config = json.loads((dst / "config.json").read_text())
+        (dst / "config.json").write_text(json.dumps(edit_config(config), indent=4))
+
+
+VISION = {"vision_tower.patch_conv.weight": mx.ones((4, 4), dtype=mx.bfloat16),
+          "multi_modal_projector.linear_1.weight": mx.ones((4, 4), dtype=mx.bfloat16)}
+
+
+def with_vision(config):
+    return {**config, "vision_config": {"hidden_size": 4, "model_type": "pixtral"}}
+
+
+def mistral3_hf_names(w):
+    """Transformers' Mistral3ForConditionalGeneration names, plus a vision tower."""
+    out = dict(VISION)
+    for k, v in w.items():
+        if k.startswith("language_model.model."):
+            out["model.language_model." + k[len("language_model.model."):]] = v
+        else:
+            out[k[len("language_model."):]] = v
+    return out
+
+
 # Inputs made from another input: name -> (source, how).
 DERIVED = {
     "llama-torch-f16": ("llama-bf16", torch_f16),
     "llama-extra-tensors": ("llama-bf16", extra_tensors),
     "qwen3-moe-hf": ("qwen3-moe-bf16", unstack_experts),
     "glm4-moe-hf": ("glm4-moe-bf16", lambda src, dst: unstack_experts(src, dst, mtp_layer=3)),
+    "mistral3-hf": ("mistral3-llama-bf16", lambda src, dst: rewrite(src, dst, mistral3_hf_names, with_vision)),
+    "gemma3-vision": ("gemma3-nested-untied-bf16", lambda src, dst: rewrite(src, dst, lambda w: {**w, **VISION}, with_vision)),
+    "minicpm-headless": ("minicpm-bf16", lambda src, dst: rewrite(src, dst, lambda w: {k: v for k, v in w.items() if k != "lm_head.weight"})),
 }
 
 
