@@ -297,10 +297,12 @@ HfConvertReport convert_hf(const fs::path& in, const fs::path& out, const HfConv
   std::vector<std::string> names;
   for (const auto& [k, _] : s.weights) names.push_back(k);
   fam.sort_parameters(names);
+  const uint64_t parameters = total_parameters(s, bits_of);
   NamedArrays ordered;
-  for (const auto& n : names) ordered.emplace_back(n, s.weights.at(n));
-  r.files = write_weights(staging.path(), ordered, total_parameters(s, bits_of), o.progress);
+  for (const auto& n : names) ordered.emplace_back(n, std::move(s.weights.at(n)));
+  s.weights.clear();  // the writer holds the only references: each shard freed once written
   r.tensors = ordered.size();
+  r.files = write_weights(staging.path(), std::move(ordered), parameters, o.max_shard_bytes, o.progress);
   write_config(staging.path() / "config.json", s.config);
   copy_extras(in, staging.path());
   staging.commit();

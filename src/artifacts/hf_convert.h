@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -24,6 +25,8 @@ struct HfConvertOptions {
   // float16, bfloat16, float32; unset: config's torch_dtype (or text_config.dtype) when it is one.
   std::optional<std::string> dtype;
   std::optional<std::string> recipe;  // mixed_2_6, mixed_3_4, mixed_3_6, mixed_4_6
+  // Largest safetensors file before a new shard starts (mlx-lm's MAX_FILE_SIZE_GB, 5 GiB).
+  uint64_t max_shard_bytes = uint64_t{5} << 30;
   // Called after each tensor is computed and staged: (done, total, tensor name).
   std::function<void(size_t, size_t, const std::string&)> progress;
 };

@@ -20,8 +20,6 @@ namespace mlxcpp {
 
 namespace {
 
-constexpr uint64_t kMaxShardBytes = uint64_t{5} << 30;  // mlx-lm's MAX_FILE_SIZE_GB
-
 void write_text(const fs::path& file, const std::string& text) {
   std::ofstream out(file, std::ios::binary | std::ios::trunc);
   out << text;
@@ -73,13 +71,14 @@ void StagingDir::commit() {
   committed_ = true;
 }
 
-std::vector<std::string> write_weights(const fs::path& dir, const NamedArrays& weights, uint64_t total_parameters,
+std::vector<std::string> write_weights(const fs::path& dir, NamedArrays weights, uint64_t total_parameters,
+                                       uint64_t max_shard_bytes,
                                        const std::function<void(size_t, size_t, const std::string&)>& progress) {
   std::vector<std::vector<size_t>> shards;  // make_shards: a new shard when the next tensor would overflow
   uint64_t shard_bytes = 0, total_bytes = 0;
   for (size_t i = 0; i < weights.size(); ++i) {
     const uint64_t n = weights[i].second.nbytes();
-    if (shards.empty() || shard_bytes + n > kMaxShardBytes) {
+    if (shards.empty() || shard_bytes + n > max_shard_bytes) {
       shards.emplace_back();
       shard_bytes = 0;
     }
@@ -99,7 +98,7 @@ std::vector<std::string> write_weights(const fs::path& dir, const NamedArrays& w
     for (size_t i : shards[s]) {
       mx::eval(weights[i].second);
       if (progress) progress(i + 1, weights.size(), weights[i].first);
-      shard.emplace(weights[i].first, weights[i].second);
+      shard.emplace(weights[i].first, std::move(weights[i].second));
       weight_map[weights[i].first] = name;
     }
     try {

@@ -34,12 +34,13 @@ class StagingDir {
 
 using NamedArrays = std::vector<std::pair<std::string, mlx::core::array>>;
 
-// save_model: tensors in the given (module-tree) order, split at 5 GiB into
+// save_model: tensors in the given (module-tree) order, split at `max_shard_bytes` into
 // model-0000i-of-0000n.safetensors (one file: model.safetensors), metadata {"format": "mlx"}, and
 // model.safetensors.index.json. Each tensor is evaluated (quantized, cast) on its turn and
-// `progress` called after it. Returns the file names.
-std::vector<std::string> write_weights(const std::filesystem::path& dir, const NamedArrays& weights,
-                                       uint64_t total_parameters,
+// `progress` called after it; a shard's arrays are let go once it is written (mlx-lm's
+// donate_model), so memory holds one shard, not the model. Returns the file names.
+std::vector<std::string> write_weights(const std::filesystem::path& dir, NamedArrays weights,
+                                       uint64_t total_parameters, uint64_t max_shard_bytes,
                                        const std::function<void(size_t, size_t, const std::string&)>& progress = {});
 
 // save_config: _name_or_path and vision_config dropped, quantization_config = quantization, keys

@@ -69,7 +69,9 @@ TEST_P(HfConvert, OutputEqualsMlxLmConvert) {
   const json& c = cases.at(GetParam());
   TempDir tmp;
   const fs::path out = tmp / "out";
-  convert_hf(goldens() / "in" / c.at("model").get<std::string>(), out, options_of(c.at("args")));
+  auto options = options_of(c.at("args"));
+  if (c.contains("max_shard_bytes")) options.max_shard_bytes = c.at("max_shard_bytes").get<uint64_t>();
+  convert_hf(goldens() / "in" / c.at("model").get<std::string>(), out, options);
   const fs::path want = goldens() / "out" / GetParam();
   EXPECT_EQ(read_bytes(out / "config.json"), read_bytes(want / "config.json"));
   EXPECT_EQ(read_bytes(out / "model.safetensors.index.json"), read_bytes(want / "model.safetensors.index.json"));
@@ -103,7 +105,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "glm4-moe-q4g64", "glm4-moe-float32", "glm4-moe-dequantize", "qwen3-moe-mixed-dequantize",
                       "smollm3-dequantize", "llama-swa-q4g64", "qwen3-untied-dequantize", "llama-mixed-requantize",
                       "llama-torch-dtype", "llama-sanitize", "qwen3-moe-hf-q4g64", "glm4-moe-hf-bf16", "mistral3-hf-q4g64",
-                      "gemma3-vision-q4g64", "minicpm-headless-q4g64"),
+                      "gemma3-vision-q4g64", "minicpm-headless-q4g64", "llama-sharded-q8g32"),
     case_name);
 
 TEST(PythonJson, FloatsAsRepr) {

@@ -83,7 +83,22 @@ CASES = {
     # minicpm without lm_head.weight: the embedding becomes the head.
     "minicpm-headless-q4g64": ("minicpm-headless", AFFINE_Q4),
 }
+# Written with make_shards' limit at SHARD_BYTES instead of 5 GiB (mlxcpp: max_shard_bytes).
+SHARDED = {"llama-sharded-q8g32": ("llama-bf16", {"quantize": True, "q_bits": 8, "q_group_size": 32})}
+SHARD_BYTES = 100_000
 LOGITS = ["llama-q4g64", "llama-mixed_3_6", "qwen3-moe-q4g64", "glm4-moe-q4g64"]
+
+
+def small_shards(weights):
+    """utils.make_shards with a SHARD_BYTES limit (its own takes whole gigabytes)."""
+    shards, size = [], 0
+    for k, v in weights.items():
+        if not shards or size + v.nbytes > SHARD_BYTES:
+            shards.append({})
+            size = 0
+        shards[-1][k] = v
+        size += v.nbytes
+    return shards
 
 
 def write_tokenizer(dst, vocab_size=512):
@@ -184,9 +199,21 @@ def main(golden):
     for case, (model, args) in CASES.items():
         with redirect_stdout(StringIO()):
             convert(str(root / "in" / model), str(root / "out" / case), **args)
+    import mlx_lm.utils as utils
+
+    make_shards = utils.make_shards
+    utils.make_shards = small_shards
+    try:
+        for case, (model, args) in SHARDED.items():
+            with redirect_stdout(StringIO()):
+                convert(str(root / "in" / model), str(root / "out" / case), **args)
+    finally:
+        utils.make_shards = make_shards
     for case in LOGITS:
         mx.save_safetensors(str(root / f"{case}.logits.safetensors"), record(root / "out" / case))
     cases = {case: {"model": model, "args": args} for case, (model, args) in CASES.items()}
+    cases.update({case: {"model": model, "args": args, "max_shard_bytes": SHARD_BYTES}
+                  for case, (model, args) in SHARDED.items()})
     (root / "cases.json").write_text(json.dumps(cases, indent=2))
 
 
