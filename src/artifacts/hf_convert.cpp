@@ -119,12 +119,11 @@ Snapshot read_snapshot(const fs::path& in) {
 }
 
 void cast_weights(Snapshot& s, const ConvertFamily& fam, const HfConvertOptions& o) {
-  std::optional<std::string> name = o.dtype;
-  if (!name && s.config.contains("torch_dtype") && s.config["torch_dtype"].is_string()) name = s.config["torch_dtype"].get<std::string>();
-  if (!name && !s.config.contains("torch_dtype") && s.config.contains("text_config") && s.config["text_config"].is_object()) {
-    const auto& tc = s.config["text_config"];
-    if (tc.contains("dtype") && tc["dtype"].is_string()) name = tc["dtype"].get<std::string>();
-  }
+  // convert(): --dtype, else config's torch_dtype, else (when that is null) text_config's dtype.
+  ojson d = o.dtype ? ojson(*o.dtype) : s.config.value("torch_dtype", ojson());
+  const ojson text = s.config.value("text_config", ojson());
+  if (d.is_null() && text.is_object() && !text.empty()) d = text.value("dtype", ojson());
+  const std::optional<std::string> name = d.is_string() ? std::optional(d.get<std::string>()) : std::nullopt;
   auto dtype = name ? conversion_dtype(*name) : std::nullopt;
   if (!dtype) return;
   for (auto& [k, v] : s.weights) {

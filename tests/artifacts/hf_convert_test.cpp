@@ -105,7 +105,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "glm4-moe-q4g64", "glm4-moe-float32", "glm4-moe-dequantize", "qwen3-moe-mixed-dequantize",
                       "smollm3-dequantize", "llama-swa-q4g64", "qwen3-untied-dequantize", "llama-mixed-requantize",
                       "llama-torch-dtype", "llama-sanitize", "qwen3-moe-hf-q4g64", "glm4-moe-hf-bf16", "mistral3-hf-q4g64",
-                      "gemma3-vision-q4g64", "minicpm-headless-q4g64", "llama-sharded-q8g32"),
+                      "gemma3-vision-q4g64", "minicpm-headless-q4g64", "llama-sharded-q8g32", "gemma3-text-dtype-float32"),
     case_name);
 
 TEST(PythonJson, FloatsAsRepr) {

@@ -80,6 +80,8 @@ CASES = {
     # Multimodal snapshots: the vision tower and vision_config dropped (mistral3: HF names).
     "mistral3-hf-q4g64": ("mistral3-hf", AFFINE_Q4),
     "gemma3-vision-q4g64": ("gemma3-vision", AFFINE_Q4),
+    # No torch_dtype: text_config's dtype is the cast target.
+    "gemma3-text-dtype-float32": ("gemma3-text-dtype", {}),
     # minicpm without lm_head.weight: the embedding becomes the head.
     "minicpm-headless-q4g64": ("minicpm-headless", AFFINE_Q4),
 }
@@ -178,6 +180,8 @@ DERIVED = {
     "glm4-moe-hf": ("glm4-moe-bf16", lambda src, dst: unstack_experts(src, dst, mtp_layer=3)),
     "mistral3-hf": ("mistral3-llama-bf16", lambda src, dst: rewrite(src, dst, mistral3_hf_names, with_vision)),
     "gemma3-vision": ("gemma3-nested-untied-bf16", lambda src, dst: rewrite(src, dst, lambda w: {**w, **VISION}, with_vision)),
+    "gemma3-text-dtype": ("gemma3-nested-untied-bf16", lambda src, dst: rewrite(
+        src, dst, lambda w: w, lambda c: {**c, "text_config": {**c["text_config"], "dtype": "float32"}})),
     "minicpm-headless": ("minicpm-bf16", lambda src, dst: rewrite(src, dst, lambda w: {k: v for k, v in w.items() if k != "lm_head.weight"})),
 }
 
