@@ -79,11 +79,21 @@ struct ConvertFamilyTable {
   }
 };
 
-const ConvertFamily& ConvertFamily::for_model_type(const std::string& model_type) {
+namespace {
+
+const std::map<std::string, ConvertFamily>& family_table() {
   static const std::map<std::string, ConvertFamily> kTable = ConvertFamilyTable::build();
-  auto it = kTable.find(model_type);
-  return it != kTable.end() ? it->second : kTable.at("llama");
+  return kTable;
 }
+
+}  // namespace
+
+const ConvertFamily& ConvertFamily::for_model_type(const std::string& model_type) {
+  auto it = family_table().find(model_type);
+  return it != family_table().end() ? it->second : family_table().at("llama");
+}
+
+bool ConvertFamily::known(const std::string& model_type) { return family_table().count(model_type) != 0; }
 
 int ConvertFamily::rank(const std::string& parent, const std::string& child) const {
   auto index_in = [&](const Order& order) -> std::optional<int> {

@@ -18,6 +18,7 @@ class ConvertFamily {
  public:
   // Unknown model types get the llama layout (names it lacks sort after the known ones).
   static const ConvertFamily& for_model_type(const std::string& model_type);
+  static bool known(const std::string& model_type);
 
   const std::string& model_type() const { return model_type_; }
   // Sorts parameter names into the order tree_flatten(model.parameters()) gives.

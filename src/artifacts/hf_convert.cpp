@@ -281,6 +281,7 @@ HfConvertReport convert_hf(const fs::path& in, const fs::path& out, const HfConv
   HfConvertReport r;
   r.model_type = s.config["model_type"].get<std::string>();
   const ConvertFamily& fam = ConvertFamily::for_model_type(r.model_type);
+  r.order_guessed = !ConvertFamily::known(r.model_type);
   fam.patch_config(s.config);
   if (o.dequantize && !s.config.contains("quantization")) {
     throw ConfigError(fmt::format("--dequantize: {}: no 'quantization' block, nothing to dequantize", (in / "config.json").string()));

@@ -37,6 +37,9 @@ struct HfConvertReport {
   size_t quantized = 0;    // modules quantized here
   size_t dequantized = 0;  // modules dequantized here
   std::vector<std::string> files;  // safetensors files written
+  // A model_type convert_family does not list: same tensors as mlx-lm, but its module order (the
+  // file layout, the order of per-layer config entries) guessed from llama's.
+  bool order_guessed = false;
 };
 
 // ConfigError / WeightError naming the file, field or tensor; `out` must not exist or be empty.

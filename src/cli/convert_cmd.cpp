@@ -92,6 +92,11 @@ int run_hf(ConvertArgs a) {
   }
   if (::isatty(STDERR_FILENO)) o.progress = progress_bar;
   auto r = convert_hf(a.hf, a.out, o);
+  if (r.order_guessed) {
+    std::cerr << fmt::format("note: model_type '{}' is not one convert knows; tensors as mlx_lm.convert writes them, "
+                             "their order in the file (and of per-layer quantization entries) guessed from llama's\n",
+                             r.model_type);
+  }
   std::cerr << fmt::format("converted {} ({}): {} tensors, {} modules quantized, {} dequantized -> {} ({})\n", a.hf,
                            r.model_type, r.tensors, r.quantized, r.dequantized, a.out, fmt::join(r.files, ", "));
   return 0;

@@ -71,7 +71,7 @@ TEST_P(HfConvert, OutputEqualsMlxLmConvert) {
   const fs::path out = tmp / "out";
   auto options = options_of(c.at("args"));
   if (c.contains("max_shard_bytes")) options.max_shard_bytes = c.at("max_shard_bytes").get<uint64_t>();
-  convert_hf(goldens() / "in" / c.at("model").get<std::string>(), out, options);
+  EXPECT_FALSE(convert_hf(goldens() / "in" / c.at("model").get<std::string>(), out, options).order_guessed);
   const fs::path want = goldens() / "out" / GetParam();
   EXPECT_EQ(read_bytes(out / "config.json"), read_bytes(want / "config.json"));
   EXPECT_EQ(read_bytes(out / "model.safetensors.index.json"), read_bytes(want / "model.safetensors.index.json"));
@@ -211,6 +211,17 @@ TEST_F(HfConvertErrors, NonEmptyOutputFolder) {
   auto msg = error_of<ConfigError>([&] { convert_hf(in_, tmp_ / "out", {}); });
   expect_contains(msg, {"out", "not an empty folder", "mlx_lm.convert"});
   EXPECT_EQ(read_bytes(tmp_ / "out" / "keep.txt"), "x");
+}
+
+TEST_F(HfConvertErrors, UnknownModelTypeConvertsWithGuessedOrder) {
+  auto config = read_bytes(in_ / "config.json");
+  const std::string from = "\"model_type\": \"llama\"";
+  config.replace(config.find(from), from.size(), "\"model_type\": \"llama_like\"");
+  write_bytes(in_ / "config.json", config);
+  auto r = convert_hf(in_, tmp_ / "out", {});
+  EXPECT_TRUE(r.order_guessed);
+  EXPECT_EQ(r.model_type, "llama_like");
+  EXPECT_TRUE(fs::exists(tmp_ / "out" / "model.safetensors"));
 }
 
 TEST_F(HfConvertErrors, EmptyOutputFolderIsFilled) {
