@@ -40,7 +40,8 @@ bool is_extra(const std::string& name) {
 
 }  // namespace
 
-StagingDir::StagingDir(fs::path out) : out_(std::move(out)) {
+StagingDir::StagingDir(fs::path out) : out_(out.lexically_normal()) {
+  if (!out_.has_filename()) out_ = out_.parent_path();  // "dir/out/" names "dir/out"
   std::error_code ec;
   if (fs::exists(out_, ec)) {
     if (!fs::is_directory(out_, ec) || !fs::is_empty(out_, ec)) {

@@ -224,6 +224,12 @@ TEST_F(HfConvertErrors, UnknownModelTypeConvertsWithGuessedOrder) {
   EXPECT_TRUE(fs::exists(tmp_ / "out" / "model.safetensors"));
 }
 
+TEST_F(HfConvertErrors, OutputWithTrailingSlash) {
+  convert_hf(in_, (tmp_ / "out").string() + "/", {});
+  EXPECT_TRUE(fs::exists(tmp_ / "out" / "model.safetensors"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(tmp_ / "out"), fs::directory_iterator()), 4);  // no staging folder inside
+}
+
 TEST_F(HfConvertErrors, EmptyOutputFolderIsFilled) {
   fs::create_directories(tmp_ / "out");
   convert_hf(in_, tmp_ / "out", {});
