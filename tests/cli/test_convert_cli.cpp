@@ -43,6 +43,17 @@ TEST(CliConvertHf, LlamaMxfp4With8BitsIsOneErrorLineAndNoFolder) {
   EXPECT_TRUE(fs::is_empty(tmp.path()));
 }
 
+TEST(CliConvertHf, HelpListsMlxLmFlags) {
+  for (const char* sub : {"convert", "quantize"}) {
+    auto r = run_cli(std::string(sub) + " --help");
+    EXPECT_EQ(r.exit_code, 0);
+    for (const char* flag : {"--hf", "--out", "--quantize", "--q-bits", "--q-group-size", "--q-mode", "--quant-predicate",
+                             "--dtype", "--dequantize"}) {
+      EXPECT_NE(r.out.find(flag), std::string::npos) << sub << ": " << flag << " missing from:\n" << r.out;
+    }
+  }
+}
+
 TEST(CliConvertHf, NeitherGgufNorHf) {
   TempDir tmp("convert_none");
   auto r = run_cli("convert --out " + quote((tmp.path() / "out").string()));
