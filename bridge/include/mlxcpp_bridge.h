@@ -1,4 +1,4 @@
-/* mlxcpp_bridge: HF `tokenizers` and `minijinja` behind a plain C API (sources: bridge/src/).
+/* mlxcpp_bridge: HF `tokenizers`, `minijinja` and `llguidance` behind a plain C API (sources: bridge/src/).
  *
  * Conventions: a fallible call returns MLXCPP_OK (0) or an error code and fills *err with a
  * message (UTF-8, not NUL-terminated) that the caller frees with mlxcpp_buf_free. Buffers and id
@@ -89,6 +89,48 @@ void mlxcpp_template_free(MlxcppTemplate* t);
  * optional "YYYY-MM-DD HH:MM:SS" that strftime_now uses instead of the clock. */
 int mlxcpp_template_render(const MlxcppTemplate* t, const uint8_t* context_json, size_t len,
                            const uint8_t* now, size_t now_len, MlxcppBuf* out, MlxcppBuf* err);
+
+/* --- structured output (llguidance) --------------------------------------------------------- */
+typedef struct MlxcppTokenEnv MlxcppTokenEnv;
+typedef struct MlxcppGrammar MlxcppGrammar;
+typedef struct MlxcppMatcher MlxcppMatcher;
+
+#define MLXCPP_GRAMMAR_JSON_SCHEMA 0
+#define MLXCPP_GRAMMAR_REGEX 1
+#define MLXCPP_GRAMMAR_LARK 2
+
+/* The bytes of every token of a live tokenizer (byte-level BPE or SentencePiece; another decoder
+ * is an error naming it), once per model. vocab_size: the model's logits width (0: the
+ * tokenizer's); eos[0..n_eos): the ids that end a sequence. The env keeps its own copy. */
+int mlxcpp_token_env_new(const MlxcppTokenizer* t, const uint32_t* eos, size_t n_eos,
+                         size_t vocab_size, MlxcppTokenEnv** out, MlxcppBuf* err);
+void mlxcpp_token_env_free(MlxcppTokenEnv* e);
+size_t mlxcpp_token_env_vocab_size(const MlxcppTokenEnv* e);
+/* Compiles a JSON schema, a regex or a Lark grammar (MLXCPP_GRAMMAR_*); a grammar that does not
+ * compile is MLXCPP_ERROR with llguidance's message. max_ws >= 0 bounds each run of JSON
+ * whitespace (0: none); < 0 leaves it free. Thread-safe; the grammar is immutable. */
+int mlxcpp_grammar_compile(const MlxcppTokenEnv* e, int kind, const uint8_t* text, size_t len,
+                           int64_t max_ws, MlxcppGrammar** out, MlxcppBuf* err);
+void mlxcpp_grammar_free(MlxcppGrammar* g);
+/* A matcher (one per sequence, one thread at a time) at the grammar's start, or a copy of one
+ * in its current state. NULL only for a NULL argument. */
+MlxcppMatcher* mlxcpp_matcher_new(const MlxcppGrammar* g);
+MlxcppMatcher* mlxcpp_matcher_clone(const MlxcppMatcher* m);
+void mlxcpp_matcher_free(MlxcppMatcher* m);
+/* Advances over ids; a token the grammar forbids is MLXCPP_ERROR and leaves the matcher in its
+ * error state (see mlxcpp_matcher_error). */
+int mlxcpp_matcher_consume(MlxcppMatcher* m, const uint32_t* ids, size_t n, MlxcppBuf* err);
+int mlxcpp_matcher_rollback(MlxcppMatcher* m, size_t n, MlxcppBuf* err);
+/* Allowed next tokens: bit (i % 32) of words[i / 32] is token i; EOS bits are set exactly where
+ * the grammar accepts. Words past the vocabulary are zeroed. */
+int mlxcpp_matcher_compute_mask(MlxcppMatcher* m, uint32_t* words, size_t n_words, MlxcppBuf* err);
+/* 1 / 0, or -1 in the error state. */
+int mlxcpp_matcher_is_accepting(MlxcppMatcher* m);
+int mlxcpp_matcher_is_stopped(const MlxcppMatcher* m);
+/* Tokens the grammar forces next (not consumed); empty when there is a choice. */
+int mlxcpp_matcher_ff_tokens(MlxcppMatcher* m, MlxcppIds* out, MlxcppBuf* err);
+/* 1 and *out = the message in the error state, else 0. */
+int mlxcpp_matcher_error(const MlxcppMatcher* m, MlxcppBuf* out);
 
 #ifdef __cplusplus
 }

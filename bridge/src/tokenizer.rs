@@ -24,7 +24,7 @@ pub struct MlxcppDecodeStream {
     prefix_index: usize,
 }
 
-fn tok<'a>(t: *const MlxcppTokenizer) -> Result<&'a Tokenizer, Failure> {
+pub(crate) fn tok<'a>(t: *const MlxcppTokenizer) -> Result<&'a Tokenizer, Failure> {
     // SAFETY: a non-null handle came from mlxcpp_tokenizer_new/_from_tokjson and is not yet freed.
     unsafe { t.as_ref() }.map(|t| &t.inner).ok_or_else(|| Failure::new("null tokenizer handle"))
 }
@@ -70,7 +70,7 @@ pub extern "C" fn mlxcpp_tokenizer_encode(
     })
 }
 
-fn ids_arg<'a>(ids: *const u32, n: usize) -> Result<&'a [u32], Failure> {
+pub(crate) fn ids_arg<'a>(ids: *const u32, n: usize) -> Result<&'a [u32], Failure> {
     if n == 0 {
         return Ok(&[]);
     }

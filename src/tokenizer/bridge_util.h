@@ -60,3 +60,9 @@ using TemplateHandle = std::unique_ptr<MlxcppTemplate, TemplateDeleter>;
 using TokJsonHandle = std::unique_ptr<MlxcppTokJson, TokJsonDeleter>;
 
 }  // namespace mlxcpp::bridge
+
+namespace mlxcpp::detail {
+struct TokenizerImpl;
+// The live bridge tokenizer behind a Tokenizer (defined in tokenizer.cpp).
+const MlxcppTokenizer* bridge_handle(const TokenizerImpl& impl);
+}  // namespace mlxcpp::detail

@@ -26,6 +26,8 @@ struct TokenizerImpl {
   bool cleanup_spaces = false;   // transformers' clean_up_tokenization (never for BPE)
   std::string file_decoder;      // tokenizer.json's "decoder" as written in the file ("" if none)
 };
+
+const MlxcppTokenizer* bridge_handle(const TokenizerImpl& impl) { return impl.handle.get(); }
 }  // namespace detail
 
 namespace {

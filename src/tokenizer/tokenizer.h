@@ -19,6 +19,7 @@ struct TokenizerImpl;
 }
 
 class StreamDecoder;
+class TokenEnv;
 
 class Tokenizer {
  public:
@@ -65,6 +66,7 @@ class Tokenizer {
   explicit Tokenizer(std::shared_ptr<const detail::TokenizerImpl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const detail::TokenizerImpl> impl_;  // shared with StreamDecoders
   friend class StreamDecoder;
+  friend class TokenEnv;
 };
 
 // Incremental detokenization (tokenizers' DecodeStream): push ids, get text pieces that hold only
