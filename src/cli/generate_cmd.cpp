@@ -8,6 +8,8 @@
 #include "cli/common_options.h"
 #include "cli/text_session.h"
 #include "core/errors.h"
+#include "core/files.h"
+#include "tokenizer/grammar.h"
 
 namespace mlxcpp::cli {
 
@@ -21,7 +23,40 @@ struct GenerateArgs {
   std::optional<std::string> system_prompt;
   TextArgs text;
   bool ignore_chat_template = false;
+  // Structured output: at most one of the three; --json-whitespace bounds JSON whitespace runs.
+  std::optional<std::string> json_schema_file, regex, grammar_file;
+  int json_whitespace = -1;
 };
+
+std::string read_grammar_file(const std::string& file, const char* option) {
+  auto text = read_file(file);
+  if (!text) throw ConfigError(std::string(option) + ": cannot read '" + file + "'");
+  return *text;
+}
+
+bool grammar_spec_given(const GenerateArgs& a) { return a.json_schema_file || a.regex || a.grammar_file; }
+
+// The grammar the options ask for (nullopt: unconstrained).
+std::optional<GrammarSpec> grammar_spec(const GenerateArgs& a) {
+  if (a.json_schema_file) {
+    return GrammarSpec{GrammarKind::kJsonSchema, read_grammar_file(*a.json_schema_file, "--json-schema"),
+                       a.json_whitespace};
+  }
+  if (a.regex) return GrammarSpec{GrammarKind::kRegex, *a.regex, -1};
+  if (a.grammar_file) return GrammarSpec{GrammarKind::kLark, read_grammar_file(*a.grammar_file, "--grammar"), -1};
+  return std::nullopt;
+}
+
+// Compiles the grammar against the model's vocabulary (a compile error names llguidance's reason).
+std::shared_ptr<const Grammar> compile_grammar(const GrammarSpec& spec, const Tokenizer& tok, const Model& model,
+                                               const std::vector<int64_t>& eos) {
+  TokenEnv env(tok, std::vector<int32_t>(eos.begin(), eos.end()), static_cast<size_t>(model.vocab_size()));
+  try {
+    return std::make_shared<const Grammar>(env.compile(spec));
+  } catch (const RequestError& e) {
+    throw ConfigError(e.what());
+  }
+}
 
 // Token ids in, comma-separated ids out (no tokenizer needed).
 int run_ids(const GenerateArgs& a) {
@@ -65,6 +100,7 @@ int run_text(const GenerateArgs& a) {
   GenerationRequest req = make_request(a.sampling);
   req.prompt = std::move(prompt);
   auto eos = merged_eos_ids(loaded.checkpoint, tok);
+  if (auto spec = grammar_spec(a)) req.options.grammar = compile_grammar(*spec, tok, *loaded.model, eos);
   req.sampling.xtc_special_tokens = xtc_special_tokens(tok, eos);
   if (!a.sampling.ignore_eos) req.eos_ids = eos;
   auto r = stream_text(*loaded.model, tok, std::move(req), a.text.stops, std::cout);
@@ -86,8 +122,21 @@ Action add_generate(CLI::App& app) {
                 "Encode the prompt as is (with special tokens), without the chat template");
   add_text_options(sub, a->text);
   add_sampling_options(sub, a->sampling);
+  auto* schema = sub->add_option("--json-schema", a->json_schema_file, "Constrain the output to the JSON schema in FILE");
+  auto* regex = sub->add_option("--regex", a->regex, "Constrain the output to the regular expression RE");
+  auto* grammar = sub->add_option("--grammar", a->grammar_file, "Constrain the output to the Lark grammar in FILE");
+  schema->excludes(regex)->excludes(grammar);
+  regex->excludes(grammar);
+  sub->add_option("--json-whitespace", a->json_whitespace,
+                  "With --json-schema: at most N whitespace characters in a row (0: compact JSON)")
+      ->check(CLI::NonNegativeNumber)
+      ->needs(schema);
   return [a] {
     resolve_model(a->model);
+    if (grammar_spec_given(*a)) {
+      if (!a->prompt) throw ConfigError("--json-schema, --regex and --grammar need a text prompt (--prompt)");
+      if (a->sampling.ignore_eos) throw ConfigError("--ignore-eos cannot be combined with a grammar (it ends on EOS)");
+    }
     if (a->prompt) return run_text(*a);
     if (!a->prompt_ids) throw ConfigError("generate: give --prompt TEXT or --prompt-ids IDS");
     return run_ids(*a);

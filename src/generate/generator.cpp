@@ -6,6 +6,7 @@
 
 #include "cache/rotating_kv_cache.h"
 #include "core/errors.h"
+#include "generate/token_mask.h"
 #include "kernels/ops.h"
 
 namespace mx = mlx::core;
@@ -29,6 +30,13 @@ Generator::Generator(const Model& model, std::vector<int> prompt, Sampler sample
   }
   if (opts_.prefill_step_size <= 0) throw RequestError("[generate] prefill_step_size must be positive");
   if (opts_.kv_quantization) check_kv_quantization(*opts_.kv_quantization);
+  if (opts_.grammar) {
+    if (opts_.grammar->mask_words() * 32 < static_cast<size_t>(model_.vocab_size())) {
+      throw RequestError("[generate] the grammar was compiled for " + std::to_string(opts_.grammar->mask_words() * 32) +
+                         " tokens at most, the model has " + std::to_string(model_.vocab_size()));
+    }
+    matcher_.emplace(opts_.grammar->matcher());
+  }
   if (!processors_.empty() && !opts_.history.empty()) {
     tokens_ = mx::array(opts_.history.data(), {static_cast<int>(opts_.history.size())}, mx::int32);
   }
@@ -44,16 +52,22 @@ Generator::Generator(const Model& model, std::vector<int> prompt, Sampler sample
   }
 }
 
-std::pair<mx::array, mx::array> Generator::step(const mx::array& input) {
+std::pair<mx::array, mx::array> Generator::step(const mx::array& input) { return sample(forward(input), input); }
+
+// logits[:, -1, :] of the model on `input`.
+mx::array Generator::forward(const mx::array& input) {
   auto logits = model_(mx::expand_dims(input, 0), &caches_);
-  // logits[:, -1, :]
   const int L = logits.shape(1);
-  logits = mx::squeeze(mx::slice(logits, {0, L - 1, 0}, {logits.shape(0), L, logits.shape(2)}), 1);
+  return mx::squeeze(mx::slice(logits, {0, L - 1, 0}, {logits.shape(0), L, logits.shape(2)}), 1);
+}
+
+std::pair<mx::array, mx::array> Generator::sample(mx::array logits, const mx::array& input) {
   if (!processors_.empty() && input.size() > 0) {
     tokens_ = tokens_ ? mx::concatenate({*tokens_, input}) : input;
     for (const auto& p : processors_) logits = p(*tokens_, logits);
   }
   maybe_quantize();
+  if (matcher_) logits = apply_token_mask(logits, matcher_->compute_mask());
   // mlx-lm: logits - mx.logsumexp(logits, keepdims=True); fast mode: one primitive of ours.
   auto fast = kernels::log_softmax(logits, model_.fast_path());
   auto logprobs = fast ? *fast : mx::subtract(logits, mx::logsumexp(logits, /*keepdims=*/true));
@@ -98,11 +112,31 @@ std::optional<GeneratedToken> Generator::next() {
     prefill();
   }
   if (opts_.max_tokens >= 0 && n_ >= opts_.max_tokens) return std::nullopt;
+  if (matcher_) return next_constrained();
   // Build and start step n+1 before reading token n (mlx-lm's pipelining).
   auto [next_y, next_lp] = step(*y_);
   mx::async_eval({next_y, next_lp});
   if (n_ == 0) mx::eval({*y_});
   GeneratedToken out{mx::astype(mx::reshape(*y_, {-1}), mx::int32).item<int>(), *logprobs_};
+  if (n_ % 256 == 0) mx::clear_cache();
+  ++n_;
+  y_ = next_y;
+  logprobs_ = next_lp;
+  return out;
+}
+
+// Under a grammar, step n+1's mask needs token n: step n+1's forward is started first and the
+// matcher advances and computes the mask here, on this thread, while the forward runs.
+std::optional<GeneratedToken> Generator::next_constrained() {
+  auto logits = forward(*y_);
+  mx::async_eval({logits});
+  GeneratedToken out{mx::astype(mx::reshape(*y_, {-1}), mx::int32).item<int>(), *logprobs_};
+  if (!matcher_->consume(out.id)) {
+    throw Error("[generate] the grammar rejected sampled token " + std::to_string(out.id) + ": " +
+                matcher_->error().value_or("no reason given"));
+  }
+  auto [next_y, next_lp] = sample(logits, *y_);
+  mx::async_eval({next_y, next_lp});
   if (n_ % 256 == 0) mx::clear_cache();
   ++n_;
   y_ = next_y;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "generate/logits_processors.h"
 #include "generate/sampler.h"
 #include "models/model.h"
+#include "tokenizer/grammar.h"
 
 namespace mlxcpp {
 
@@ -28,6 +30,10 @@ struct GenerateOptions {
   // Tokens the given caches already hold (a prompt-cache hit): the logits processors' history
   // starts with them, so penalties see the same context as without the cache.
   std::vector<int> history;
+  // Constrains the output to a grammar (JSON schema, regex, Lark): forbidden tokens' logits are
+  // -inf before the processors' output reaches the sampler; EOS is allowed only where the grammar
+  // accepts. Compiled against a TokenEnv of the model's vocabulary width and EOS ids.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 struct GeneratedToken {
@@ -53,8 +59,11 @@ class Generator {
 
  private:
   std::pair<mlx::core::array, mlx::core::array> step(const mlx::core::array& input);
+  mlx::core::array forward(const mlx::core::array& input);
+  std::pair<mlx::core::array, mlx::core::array> sample(mlx::core::array logits, const mlx::core::array& input);
   void prefill();
   void maybe_quantize();
+  std::optional<GeneratedToken> next_constrained();
 
   const Model& model_;
   std::vector<int> prompt_;
@@ -64,6 +73,7 @@ class Generator {
   LayerCaches caches_;
   std::optional<mlx::core::array> tokens_;  // history for the logits processors
   std::optional<mlx::core::array> y_, logprobs_;
+  std::optional<GrammarMatcher> matcher_;  // with opts_.grammar
   int n_ = 0;
   bool started_ = false;
 };

@@ -1,0 +1,127 @@
+// Sampling under a grammar mask: apply_token_mask on logits, and the Generator constrained by a
+// grammar (compiled against SmolLM2's tokenizer, whose single-digit tokens lie inside the tiny
+// checkpoint's 512-token vocabulary) emitting only what the grammar allows, greedy and sampled.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <regex>
+
+#include <mlx/mlx.h>
+
+#include "core/errors.h"
+#include "generate/batch_generator.h"
+#include "generate/stream_generate.h"
+#include "generate/token_mask.h"
+#include "golden_model.h"
+#include "test_support.h"
+#include "tokenizer/tokenizer.h"
+
+namespace mx = mlx::core;
+
+namespace mlxcpp {
+namespace {
+
+std::vector<uint32_t> mask_of(size_t vocab, std::initializer_list<int> allowed) {
+  std::vector<uint32_t> words((vocab + 31) / 32, 0u);
+  for (int id : allowed) words[id / 32] |= 1u << (id % 32);
+  return words;
+}
+
+TEST(TokenMask, ForbiddenLogitsBecomeMinusInfinity) {
+  auto logits = mx::reshape(mx::astype(mx::arange(140), mx::float32), {2, 70});
+  auto masked = apply_token_mask(logits, mask_of(70, {0, 33, 69}));
+  mx::eval(masked);
+  for (int row = 0; row < 2; ++row)
+    for (int col = 0; col < 70; ++col) {
+      float v = mx::slice(masked, {row, col}, {row + 1, col + 1}).item<float>();
+      if (col == 0 || col == 33 || col == 69) EXPECT_EQ(v, row * 70 + col);
+      else EXPECT_TRUE(std::isinf(v) && v < 0) << row << "," << col;
+    }
+  EXPECT_THROW(apply_token_mask(logits, std::vector<uint32_t>(2)), Error);  // 64 < 70
+}
+
+TEST(TokenMask, EverySamplerDrawsOnlyAllowedTokens) {
+  auto logits = mx::random::normal({1, 100}, mx::float32, mx::random::key(3));
+  const auto words = mask_of(100, {7, 40, 41});
+  auto masked = apply_token_mask(logits, words);
+  auto logprobs = mx::subtract(masked, mx::logsumexp(masked, true));
+  for (SamplerParams p : {SamplerParams{}, SamplerParams{.temp = 1.5}, SamplerParams{.temp = 0.8, .top_p = 0.9},
+                          SamplerParams{.temp = 1.0, .min_p = 0.05}, SamplerParams{.temp = 1.0, .top_k = 2}}) {
+    auto sampler = make_sampler(p);
+    mx::random::seed(11);
+    for (int i = 0; i < 20; ++i) {
+      int id = mx::astype(sampler(logprobs), mx::int32).item<int>();
+      EXPECT_TRUE(id == 7 || id == 40 || id == 41) << id;
+    }
+  }
+}
+
+class ConstrainedGenerator : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tok_ = std::make_unique<Tokenizer>(Tokenizer::load(test::source_dir() / "models" / "SmolLM2-135M-Instruct"));
+  }
+  static std::unique_ptr<Tokenizer> tok_;
+};
+std::unique_ptr<Tokenizer> ConstrainedGenerator::tok_;
+
+TEST_F(ConstrainedGenerator, EmitsOnlyWhatTheGrammarAllows) {
+  auto loaded = load_model(test::tiny_model_dir("llama-bf16"), ModelOptions::parity_mode());
+  const int eos = tok_->eos_token_ids().at(0);
+  ASSERT_LT(eos, loaded.model->vocab_size());
+  TokenEnv env(*tok_, {eos});
+  auto grammar = std::make_shared<const Grammar>(env.compile({GrammarKind::kRegex, "[0-9]{1,12}", -1}));
+  for (std::optional<uint64_t> seed : {std::optional<uint64_t>{}, std::optional<uint64_t>{1}, std::optional<uint64_t>{2}}) {
+    GenerationRequest req;
+    req.prompt = {1, 2, 3, 4};
+    req.options.max_tokens = 40;
+    req.options.grammar = grammar;
+    req.eos_ids = {eos};
+    req.seed = seed;
+    if (seed) req.sampling.temp = 1.0;
+    req.processors.repetition_penalty = 1.3f;  // penalties still apply under the mask
+    std::vector<int32_t> ids;
+    auto stats = stream_generate(*loaded.model, req, [&](const GeneratedToken& t) {
+      ids.push_back(t.id);
+      return true;
+    });
+    const auto text = tok_->decode(ids);
+    EXPECT_EQ(stats.finish_reason, "stop") << text;
+    EXPECT_TRUE(std::regex_match(text, std::regex("[0-9]{1,12}"))) << text;
+  }
+}
+
+TEST_F(ConstrainedGenerator, BatchRowsWithGrammarProcessors) {
+  auto loaded = load_model(test::tiny_model_dir("llama-bf16"), ModelOptions::parity_mode());
+  const int eos = tok_->eos_token_ids().at(0);
+  TokenEnv env(*tok_, {eos});
+  auto digits = std::make_shared<const Grammar>(env.compile({GrammarKind::kRegex, "[0-9]{1,6}", -1}));
+  auto words = std::make_shared<const Grammar>(env.compile({GrammarKind::kRegex, "(yes|no)", -1}));
+  BatchGenerator gen(*loaded.model, {});
+  std::map<RowId, std::pair<std::string, std::vector<int32_t>>> rows;
+  for (const auto& [re, grammar] : {std::pair{"[0-9]{1,6}", digits}, std::pair{"(yes|no)", words}}) {
+    BatchRow row;
+    row.prompt = {5, 6, 7};
+    row.processors.push_back(make_grammar_processor(grammar));
+    row.max_tokens = 20;
+    rows[gen.insert(std::move(row))] = {re, {}};
+  }
+  size_t open = rows.size();
+  while (open > 0) {
+    for (const auto& t : gen.next()) {
+      auto& [re, ids] = rows.at(t.row);
+      ASSERT_FALSE(t.length) << "row " << t.row << " did not end: " << tok_->decode(ids);
+      if (t.token == eos) {
+        gen.remove({t.row});
+        --open;
+        EXPECT_TRUE(std::regex_match(tok_->decode(ids), std::regex(re))) << tok_->decode(ids);
+      } else {
+        ids.push_back(t.token);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mlxcpp
