@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -16,6 +17,7 @@
 #include "generate/embedder.h"
 #include "generate/logits_processors.h"
 #include "generate/sampler.h"
+#include "tokenizer/grammar.h"
 
 namespace mlxcpp::sched {
 
@@ -42,6 +44,7 @@ struct Request {
   bool ignore_eos = false;
   OutputOptions output;
   std::string endpoint;          // for the logs ("chat", "completions", "messages", "responses")
+  std::shared_ptr<const Grammar> grammar;  // structured output (response_format); null: free
 };
 
 // One token's log-probability in the protocol-neutral shape (OpenAI's entries are built from it).

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "chat/chat_template.h"
 #include "chat/output_parsers.h"
 #include "models/model.h"
+#include "tokenizer/grammar.h"
 #include "tokenizer/streaming_detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -40,6 +42,10 @@ struct ServedModel {
   int64_t kv_bytes_per_token = 0;  // all layers, as the cache stores them
   int64_t weight_bytes = 0;
   int64_t created = 0;           // unix time of the load (OpenAI's "created")
+  // Structured output: grammars compiled against this model's tokens (null when its tokenizer
+  // cannot be mapped: grammar_error says why).
+  std::shared_ptr<GrammarCache> grammars;
+  std::string grammar_error;
 
   const Model& model() const { return *loaded.model; }
 };

@@ -23,6 +23,7 @@ struct GenParams {
   std::vector<std::string> stops;
   int top_logprobs = -1;             // -1: none
   bool ignore_eos = false;           // vLLM / llama-server extension: generate past EOS
+  std::optional<GrammarSpec> grammar; // response_format json_object / json_schema
 };
 
 // Server-wide defaults for what a request leaves out (mlx_lm.server's flags).
