@@ -24,6 +24,7 @@ struct GenParams {
   int top_logprobs = -1;             // -1: none
   bool ignore_eos = false;           // vLLM / llama-server extension: generate past EOS
   std::optional<GrammarSpec> grammar; // response_format json_object / json_schema
+  std::string grammar_param = "response_format";  // the field a grammar error names
 };
 
 // Server-wide defaults for what a request leaves out (mlx_lm.server's flags).

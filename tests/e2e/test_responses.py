@@ -159,7 +159,8 @@ def test_function_call_items_as_input(client, server):
 
 
 @pytest.mark.parametrize("kw, param", [
-    ({"text": {"format": {"type": "json_object"}}}, "text.format.type"),
+    ({"text": {"format": {"type": "xml"}}}, "text.format.type"),
+    ({"text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "strnig"}}}}, "text.format"),
     ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
     ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "http://x/y.png"}]}]},
      "input[0].content[0].type"),

@@ -84,3 +84,12 @@ def test_schema_that_does_not_compile_is_400(client, server):
     assert "strnig" in str(e.value)
     assert e.value.body.get("param") == "response_format"
 
+
+def test_responses_text_format_json_schema(client, server):
+    r = client.responses.create(model=server.model, input="Describe a user of a web shop as JSON.",
+                                max_output_tokens=200, temperature=0,
+                                text={"format": {"type": "json_schema", "name": "person", "schema": PERSON,
+                                                 "strict": True}})
+    assert r.status == "completed"
+    assert r.text.format.type == "json_schema"
+    check_person(r.output_text)

@@ -176,19 +176,29 @@ void read_reasoning(const Fields& body, ChatCall& call, Json& echo) {
   echo["reasoning"] = e;
 }
 
-void read_text_format(const Fields& body, Json& echo) {
+// text.format: "text", "json_object" (any object) or "json_schema" (its "schema", strict or
+// not); echoed as given.
+std::optional<GrammarSpec> read_text_format(const Fields& body, Json& echo) {
   const Json* t = body.object("text");
-  if (!t) return;
+  if (!t) return std::nullopt;
   Fields f(*t, "text");
+  std::optional<GrammarSpec> spec;
   if (const Json* fmt_obj = f.object("format")) {
     Fields ff(*fmt_obj, "text.format");
     const std::string type = ff.req_str("type");
-    if (type == "json_schema" || type == "json_object") {
-      ff.fail("type", fmt::format("{} is not supported yet (structured output); use \"text\"", brief(Json(type))));
+    if (type == "json_object") {
+      spec = GrammarSpec{GrammarKind::kJsonSchema, R"({"type":"object"})", -1};
+    } else if (type == "json_schema") {
+      const Json* schema = ff.object("schema");
+      if (!schema) ff.fail("schema", "must be an object (the JSON schema)");
+      spec = GrammarSpec{GrammarKind::kJsonSchema, schema->dump(), -1};
+    } else if (type != "text") {
+      ff.fail("type", fmt::format("must be \"text\", \"json_object\" or \"json_schema\", got {}", brief(Json(type))));
     }
-    if (type != "text") ff.fail("type", fmt::format("must be \"text\", got {}", brief(Json(type))));
+    echo["text"]["format"] = *fmt_obj;
   }
   if (auto v = f.str("verbosity")) echo["text"]["verbosity"] = *v;
+  return spec;
 }
 
 // Fields of other OpenAI features this server does not offer: refused rather than ignored.
@@ -239,9 +249,11 @@ ResponsesRequest parse_responses_request(const Json& body) {
   if (auto p = f.boolean("parallel_tool_calls")) e["parallel_tool_calls"] = *p;
   if (const Json* m = f.object("metadata")) e["metadata"] = *m;
   read_reasoning(f, r.chat, e);
-  read_text_format(f, e);
+  auto format = read_text_format(f, e);
 
   r.chat.gen = read_gen_params(f, {"max_output_tokens"});
+  r.chat.gen.grammar = std::move(format);
+  r.chat.gen.grammar_param = "text.format";
   if (r.chat.gen.n != 1) f.fail("n", "is not supported by the Responses API (one output per response)");
   if (r.chat.gen.max_tokens && *r.chat.gen.max_tokens < 1) f.fail("max_output_tokens", "must be at least 1");
   if (auto top = f.integer("top_logprobs", 0, 20)) {
