@@ -20,10 +20,13 @@ pub struct MlxcppTokenEnv {
 /// A compiled grammar: a matcher in its start state that sequences clone.
 pub struct MlxcppGrammar {
     start: Matcher,
+    eos: Arc<[u32]>,
 }
 
+/// `eos` is kept beside the matcher: in its error state llguidance no longer knows it.
 pub struct MlxcppMatcher {
     m: Matcher,
+    eos: Arc<[u32]>,
 }
 
 pub const MLXCPP_GRAMMAR_JSON_SCHEMA: i32 = 0;
@@ -35,9 +38,13 @@ fn deref<'a, T>(p: *const T, what: &str) -> Result<&'a T, Failure> {
     unsafe { p.as_ref() }.ok_or_else(|| Failure::new(format!("null {what} handle")))
 }
 
-fn deref_mut<'a>(p: *mut MlxcppMatcher) -> Result<&'a mut Matcher, Failure> {
+fn deref_matcher<'a>(p: *mut MlxcppMatcher) -> Result<&'a mut MlxcppMatcher, Failure> {
     // SAFETY: as in `deref`; the caller does not share a matcher between threads.
-    unsafe { p.as_mut() }.map(|m| &mut m.m).ok_or_else(|| Failure::new("null matcher handle"))
+    unsafe { p.as_mut() }.ok_or_else(|| Failure::new("null matcher handle"))
+}
+
+fn deref_mut<'a>(p: *mut MlxcppMatcher) -> Result<&'a mut Matcher, Failure> {
+    deref_matcher(p).map(|m| &mut m.m)
 }
 
 fn fail(e: impl std::fmt::Display) -> Failure {
@@ -122,7 +129,8 @@ pub extern "C" fn mlxcpp_grammar_compile(
         if let Some(msg) = start.get_error() {
             return Err(Failure::new(msg));
         }
-        put(out, Box::into_raw(Box::new(MlxcppGrammar { start })))
+        let eos: Arc<[u32]> = start.tok_env().map_err(fail)?.tok_trie().eos_tokens().into();
+        put(out, Box::into_raw(Box::new(MlxcppGrammar { start, eos })))
     })
 }
 
@@ -136,7 +144,7 @@ pub extern "C" fn mlxcpp_grammar_free(g: *mut MlxcppGrammar) {
 #[no_mangle]
 pub extern "C" fn mlxcpp_matcher_new(g: *const MlxcppGrammar) -> *mut MlxcppMatcher {
     match deref(g, "grammar") {
-        Ok(g) => Box::into_raw(Box::new(MlxcppMatcher { m: g.start.clone() })),
+        Ok(g) => Box::into_raw(Box::new(MlxcppMatcher { m: g.start.clone(), eos: g.eos.clone() })),
         Err(_) => std::ptr::null_mut(),
     }
 }
@@ -144,7 +152,7 @@ pub extern "C" fn mlxcpp_matcher_new(g: *const MlxcppGrammar) -> *mut MlxcppMatc
 #[no_mangle]
 pub extern "C" fn mlxcpp_matcher_clone(m: *const MlxcppMatcher) -> *mut MlxcppMatcher {
     match deref(m, "matcher") {
-        Ok(m) => Box::into_raw(Box::new(MlxcppMatcher { m: m.m.clone() })),
+        Ok(m) => Box::into_raw(Box::new(MlxcppMatcher { m: m.m.clone(), eos: m.eos.clone() })),
         Err(_) => std::ptr::null_mut(),
     }
 }
@@ -156,22 +164,20 @@ pub extern "C" fn mlxcpp_matcher_free(m: *mut MlxcppMatcher) {
 }
 
 /// Advances over `ids`; a token the grammar does not allow is an error (the matcher then stays
-/// in its error state). EOS after the grammar stopped by itself is accepted (and changes nothing).
+/// in its error state). EOS once stopped (the grammar is complete, or in the error state) is
+/// accepted and changes nothing.
 #[no_mangle]
 pub extern "C" fn mlxcpp_matcher_consume(
     m: *mut MlxcppMatcher, ids: *const u32, n: usize, err: *mut MlxcppBuf,
 ) -> i32 {
     guard(err, || {
-        let m = deref_mut(m)?;
+        let m = deref_matcher(m)?;
         let ids = ids_arg(ids, n)?;
-        // A grammar that can go no further stops by itself, before the EOS it then allows.
-        if m.is_stopped() && m.get_error().is_none() {
-            let env = m.tok_env().map_err(fail)?;
-            if ids.iter().all(|t| env.tok_trie().eos_tokens().contains(t)) {
-                return Ok(());
-            }
+        // A stopped matcher (the grammar can go no further, or its mask failed) allows only EOS.
+        if m.m.is_stopped() && !ids.is_empty() && ids.iter().all(|t| m.eos.contains(t)) {
+            return Ok(());
         }
-        m.consume_tokens(ids).map_err(fail)
+        m.m.consume_tokens(ids).map_err(fail)
     })
 }
 
@@ -180,7 +186,8 @@ pub extern "C" fn mlxcpp_matcher_rollback(m: *mut MlxcppMatcher, n: usize, err: 
     guard(err, || deref_mut(m)?.rollback(n).map_err(fail))
 }
 
-/// The allowed next tokens as a bitmask (bit i of word i/32: token i) into `words[n_words]`;
+/// The allowed next tokens as a bitmask (bit i of word i/32: token i) into `words[n_words]`; in
+/// the error state the mask holds only EOS and the call returns the error;
 /// EOS ids are set exactly where the grammar accepts; once stopped (EOS consumed, or nothing can
 /// follow), only EOS.
 #[no_mangle]
@@ -188,17 +195,31 @@ pub extern "C" fn mlxcpp_matcher_compute_mask(
     m: *mut MlxcppMatcher, words: *mut u32, n_words: usize, err: *mut MlxcppBuf,
 ) -> i32 {
     guard(err, || {
-        let mask = deref_mut(m)?.compute_mask_or_eos().map_err(fail)?;
+        let m = deref_matcher(m)?;
         if words.is_null() {
             return Err(Failure::new("mask: null pointer"));
         }
         // SAFETY: the caller passes n_words writable words.
         let dst = unsafe { std::slice::from_raw_parts_mut(words, n_words) };
-        let src = mask.as_slice();
-        let k = src.len().min(n_words);
-        dst[..k].copy_from_slice(&src[..k]);
-        dst[k..].fill(0);
-        Ok(())
+        match m.m.compute_mask_or_eos() {
+            Ok(mask) => {
+                let src = mask.as_slice();
+                let k = src.len().min(n_words);
+                dst[..k].copy_from_slice(&src[..k]);
+                dst[k..].fill(0);
+                Ok(())
+            }
+            Err(e) => {
+                // The sequence can still end: only EOS, and the error for the caller to report.
+                dst.fill(0);
+                for &t in m.eos.iter() {
+                    if let Some(w) = dst.get_mut(t as usize / 32) {
+                        *w |= 1 << (t % 32);
+                    }
+                }
+                Err(fail(e))
+            }
+        }
     })
 }
 

@@ -73,14 +73,8 @@ ServedModel load_served_model(const std::filesystem::path& dir, const ModelOptio
   m.default_template_kwargs = sopts.template_kwargs;
   m.eos_ids = merged_eos_ids(m.loaded.checkpoint, m.tokenizer);
   m.xtc_special = xtc_special_tokens(m.tokenizer, m.eos_ids);
-  try {
-    std::vector<int32_t> eos(m.eos_ids.begin(), m.eos_ids.end());
-    m.grammars = std::make_shared<GrammarCache>(
-        std::make_shared<const TokenEnv>(m.tokenizer, eos, static_cast<size_t>(m.model().vocab_size())));
-  } catch (const TokenizerError& e) {
-    m.grammar_error = e.what();
-    spdlog::warn("load: no structured output for this model: {}", e.what());
-  }
+  m.grammars = std::make_shared<LazyGrammarCache>(m.tokenizer, std::vector<int32_t>(m.eos_ids.begin(), m.eos_ids.end()),
+                                                  static_cast<size_t>(m.model().vocab_size()));
   if (!m.template_source.empty()) m.reasoning = detect_reasoning_format(m.tokenizer);
   if (sopts.tool_call_format == "auto") {
     m.tool_format = m.template_source.empty() ? ToolCallFormat::kNone

@@ -42,10 +42,9 @@ struct ServedModel {
   int64_t kv_bytes_per_token = 0;  // all layers, as the cache stores them
   int64_t weight_bytes = 0;
   int64_t created = 0;           // unix time of the load (OpenAI's "created")
-  // Structured output: grammars compiled against this model's tokens (null when its tokenizer
-  // cannot be mapped: grammar_error says why).
-  std::shared_ptr<GrammarCache> grammars;
-  std::string grammar_error;
+  // Structured output: grammars compiled against this model's tokens (the token environment is
+  // built on the first structured request).
+  std::shared_ptr<LazyGrammarCache> grammars;
 
   const Model& model() const { return *loaded.model; }
 };

@@ -88,12 +88,13 @@ void finish_gen_params(const GenParams& g, const sched::ServedModel& m, const Se
   validate_sampler_params(s);
   validate_logits_processor_params(g.processors);
   if (g.grammar) {
-    if (!m.grammars) throw FieldError(g.grammar_param, "structured output is not available for this model: " + m.grammar_error);
     if (g.ignore_eos) throw FieldError("ignore_eos", "'ignore_eos' cannot be combined with 'response_format'");
     try {
       out.grammar = m.grammars->get(*g.grammar);
     } catch (const RequestError& e) {
       throw FieldError(g.grammar_param, e.what());
+    } catch (const TokenizerError& e) {
+      throw FieldError(g.grammar_param, std::string("structured output is not available for this model: ") + e.what());
     }
   }
   out.sampling = s;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <functional>
 
+#include <spdlog/spdlog.h>
+
 #include "core/errors.h"
 #include "tokenizer/bridge_util.h"
 #include "tokenizer/tokenizer.h"
@@ -70,7 +72,8 @@ void GrammarMatcher::rollback(size_t n_tokens) {
 void GrammarMatcher::compute_mask(uint32_t* words) {
   bridge::Status st;
   st.rc = mlxcpp_matcher_compute_mask(m_.get(), words, mask_words_, &st.err);
-  if (!st.ok()) std::fill(words, words + mask_words_, 0u);
+  // The bridge left only EOS allowed: the sequence ends short of the grammar rather than unconstrained.
+  if (!st.ok()) spdlog::warn("[grammar] no mask ({}); only EOS is allowed", st.message());
 }
 
 std::vector<uint32_t> GrammarMatcher::compute_mask() {
@@ -124,6 +127,28 @@ std::shared_ptr<const Grammar> GrammarCache::get(const GrammarSpec& spec) {
     lru_.pop_back();
   }
   return grammar;
+}
+
+LazyGrammarCache::LazyGrammarCache(Tokenizer tokenizer, std::vector<int32_t> eos, size_t vocab_size)
+    : tokenizer_(std::make_unique<Tokenizer>(std::move(tokenizer))), eos_(std::move(eos)), vocab_size_(vocab_size) {}
+
+LazyGrammarCache::~LazyGrammarCache() = default;
+
+std::shared_ptr<const Grammar> LazyGrammarCache::get(const GrammarSpec& spec) {
+  GrammarCache* cache = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    if (!cache_ && error_.empty()) {
+      try {
+        cache_ = std::make_unique<GrammarCache>(std::make_shared<const TokenEnv>(*tokenizer_, eos_, vocab_size_));
+      } catch (const TokenizerError& e) {
+        error_ = e.what();
+      }
+    }
+    if (!cache_) throw TokenizerError(error_);
+    cache = cache_.get();
+  }
+  return cache->get(spec);  // GrammarCache has its own lock; cache_ is never reset
 }
 
 }  // namespace mlxcpp

@@ -77,11 +77,12 @@ class GrammarMatcher {
   GrammarMatcher clone() const;
 
   // Advances over the token; false when the grammar forbids it (the matcher is then in its error
-  // state: error() says why, and nothing more is allowed).
+  // state: error() says why, and only EOS is allowed). EOS once stopped is accepted, a no-op.
   bool consume(int32_t id);
   void rollback(size_t n_tokens);
   // Allowed next tokens, bit (i % 32) of words[i / 32] for token i (mask_words() words); EOS is
-  // allowed exactly where the grammar accepts. An error state yields an all-zero mask.
+  // allowed exactly where the grammar accepts. In the error state (a forbidden token, or
+  // llguidance failing, e.g. out of lexer fuel: logged) only EOS is.
   void compute_mask(uint32_t* words);
   std::vector<uint32_t> compute_mask();
   size_t mask_words() const { return mask_words_; }
@@ -122,6 +123,24 @@ class GrammarCache {
   std::mutex mu_;
   std::list<Entry> lru_;  // most recent first
   std::unordered_map<GrammarSpec, std::list<Entry>::iterator, SpecHash> index_;
+};
+
+// A model's GrammarCache whose TokenEnv is built on first use (seconds for a 262k vocabulary),
+// so a server that is never asked for structured output does not pay for it. Thread-safe; a
+// tokenizer that cannot be mapped throws its TokenizerError on every use.
+class LazyGrammarCache {
+ public:
+  LazyGrammarCache(Tokenizer tokenizer, std::vector<int32_t> eos, size_t vocab_size);
+  ~LazyGrammarCache();
+  std::shared_ptr<const Grammar> get(const GrammarSpec& spec);
+
+ private:
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::vector<int32_t> eos_;
+  size_t vocab_size_;
+  std::mutex mu_;
+  std::unique_ptr<GrammarCache> cache_;
+  std::string error_;  // the TokenEnv failure, once tried
 };
 
 }  // namespace mlxcpp

@@ -65,15 +65,19 @@ TEST_P(GrammarTest, EosOnlyWhereAccepting) {
   EXPECT_TRUE(m.is_stopped());
 }
 
-TEST_P(GrammarTest, ForbiddenTokenPutsMatcherInErrorState) {
+TEST_P(GrammarTest, ForbiddenTokenPutsMatcherInErrorStateThatOnlyEnds) {
   auto g = compile(GrammarKind::kRegex, "[0-9]+");
   auto m = g.matcher();
   const auto ids = t().tok.encode("x", false);
   ASSERT_FALSE(m.consume(ids.at(0)));
   EXPECT_TRUE(m.error().has_value());
   EXPECT_TRUE(m.is_stopped());
-  const auto mask = m.compute_mask();
-  EXPECT_TRUE(std::all_of(mask.begin(), mask.end(), [](uint32_t w) { return w == 0; }));
+  auto mask = m.compute_mask();
+  const auto eos = t().tok.eos_token_ids();
+  for (int32_t id : eos) mask[id / 32] &= ~(1u << (id % 32));
+  EXPECT_TRUE(std::all_of(mask.begin(), mask.end(), [](uint32_t w) { return w == 0; })) << "only EOS is allowed";
+  EXPECT_TRUE(m.consume(eos.at(0)));
+  EXPECT_FALSE(m.consume(ids.at(0)));
 }
 
 TEST_P(GrammarTest, ForcedTokensSpellTheConstant) {
@@ -124,7 +128,8 @@ TEST(TokenEnv, MaskCoversTheModelVocabulary) {
   for (size_t id = t.tok.vocab_size(); id < wider; ++id) EXPECT_FALSE(mask_allows(mask, static_cast<int32_t>(id)));
 }
 
-TEST(TokenEnv, UnmappableTokenizerFailsAtLoad) {
+// A WordLevel tokenizer with a WordPiece decoder: nothing structured output can map.
+Tokenizer wordpiece_tokenizer() {
   const fs::path dir = fs::temp_directory_path() / "mlxcpp_grammar_wordpiece";
   fs::create_directories(dir);
   std::ofstream(dir / "tokenizer.json") << R"({"version":"1.0","added_tokens":[],"normalizer":null,
@@ -132,13 +137,29 @@ TEST(TokenEnv, UnmappableTokenizerFailsAtLoad) {
     "decoder":{"type":"WordPiece","prefix":"##","cleanup":true},
     "model":{"type":"WordLevel","vocab":{"[UNK]":0,"a":1,"b":2},"unk_token":"[UNK]"}})";
   auto tok = Tokenizer::load(dir);
+  fs::remove_all(dir);
+  return tok;
+}
+
+TEST(TokenEnv, UnmappableTokenizerFailsAtLoad) {
+  auto tok = wordpiece_tokenizer();
   try {
     TokenEnv env(tok, {0});
     FAIL() << "a WordPiece decoder was accepted";
   } catch (const TokenizerError& e) {
     EXPECT_NE(std::string(e.what()).find("WordPiece"), std::string::npos) << e.what();
   }
-  fs::remove_all(dir);
+}
+
+TEST(LazyGrammarCache, BuildsTheEnvOnFirstUse) {
+  const auto& t = test::structured_tokenizer("smollm2");
+  LazyGrammarCache lazy(t.tok, t.tok.eos_token_ids(), 0);
+  const GrammarSpec spec{GrammarKind::kRegex, "x+", -1};
+  auto g = lazy.get(spec);
+  EXPECT_EQ(lazy.get(spec), g);
+  EXPECT_THROW(lazy.get({GrammarKind::kRegex, "(", -1}), RequestError);
+  LazyGrammarCache unmappable(wordpiece_tokenizer(), {0}, 0);
+  for (int i = 0; i < 2; ++i) EXPECT_THROW(unmappable.get(spec), TokenizerError);
 }
 
 TEST(GrammarCache, ReusesCompiledGrammarsAndEvicts) {
