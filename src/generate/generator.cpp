@@ -127,15 +127,40 @@ std::optional<GeneratedToken> Generator::next() {
 
 // Under a grammar, step n+1's mask needs token n: step n+1's forward is started first and the
 // matcher advances and computes the mask here, on this thread, while the forward runs.
+// Tokens the grammar forces after token n are fast-forwarded: one forward runs all of them, they
+// are returned by the next calls without sampling (their logprobs: the model's, unmasked), and the
+// token after them is sampled from that forward's last row.
 std::optional<GeneratedToken> Generator::next_constrained() {
+  if (!forced_.empty()) {
+    GeneratedToken t = std::move(forced_.front());
+    forced_.pop_front();
+    ++n_;
+    return t;
+  }
   auto logits = forward(*y_);
   mx::async_eval({logits});
   GeneratedToken out{mx::astype(mx::reshape(*y_, {-1}), mx::int32).item<int>(), *logprobs_};
-  if (!matcher_->consume(out.id)) {
-    throw Error("[generate] the grammar rejected sampled token " + std::to_string(out.id) + ": " +
-                matcher_->error().value_or("no reason given"));
+  auto advance = [this](int id) {
+    if (!matcher_->consume(id)) {
+      throw Error("[generate] the grammar rejected token " + std::to_string(id) + ": " +
+                  matcher_->error().value_or("no reason given"));
+    }
+  };
+  advance(out.id);
+  mx::array input = *y_;
+  if (auto ff = matcher_->forced_tokens(); !ff.empty()) {
+    for (int id : ff) advance(id);
+    const int k = static_cast<int>(ff.size());
+    mx::array f(ff.data(), {k}, mx::int32);
+    auto all = mx::squeeze(model_(mx::expand_dims(f, 0), &caches_), 0);  // [k, V]
+    // Row i predicts ff[i]: `logits` the first, the forward's rows the rest.
+    auto rows = mx::concatenate({logits, mx::slice(all, {0, 0}, {k - 1, all.shape(1)})}, 0);
+    auto lp = mx::subtract(rows, mx::logsumexp(rows, -1, /*keepdims=*/true));
+    for (int i = 0; i < k; ++i) forced_.push_back({ff[i], mx::squeeze(mx::slice(lp, {i, 0}, {i + 1, lp.shape(1)}), 0)});
+    logits = mx::slice(all, {k - 1, 0}, {k, all.shape(1)});
+    input = mx::concatenate({mx::astype(mx::reshape(*y_, {-1}), mx::int32), f});
   }
-  auto [next_y, next_lp] = sample(logits, *y_);
+  auto [next_y, next_lp] = sample(logits, input);
   mx::async_eval({next_y, next_lp});
   if (n_ % 256 == 0) mx::clear_cache();
   ++n_;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -74,6 +75,7 @@ class Generator {
   std::optional<mlx::core::array> tokens_;  // history for the logits processors
   std::optional<mlx::core::array> y_, logprobs_;
   std::optional<GrammarMatcher> matcher_;  // with opts_.grammar
+  std::deque<GeneratedToken> forced_;      // fast-forwarded tokens not yet returned
   int n_ = 0;
   bool started_ = false;
 };

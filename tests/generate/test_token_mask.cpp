@@ -92,6 +92,39 @@ TEST_F(ConstrainedGenerator, EmitsOnlyWhatTheGrammarAllows) {
   }
 }
 
+TEST_F(ConstrainedGenerator, ForcedTokensAreFastForwarded) {
+  auto loaded = load_model(test::tiny_model_dir("llama-bf16"), ModelOptions::parity_mode());
+  const int eos = tok_->eos_token_ids().at(0);
+  TokenEnv env(*tok_, {eos});
+  // After the first digit the grammar forces "-7-7" (single-byte tokens, inside 512 ids).
+  auto grammar = std::make_shared<const Grammar>(env.compile({GrammarKind::kRegex, "[0-9]-7-7(0|1)", -1}));
+  {
+    auto m = grammar->matcher();
+    ASSERT_TRUE(m.consume(tok_->encode("3", false).at(0)));
+    const auto forced = m.forced_tokens();
+    ASSERT_GE(forced.size(), 2u);
+    ASSERT_EQ(tok_->decode(forced), "-7-7");
+  }
+  for (std::optional<uint64_t> seed : {std::optional<uint64_t>{}, std::optional<uint64_t>{5}}) {
+    GenerationRequest req;
+    req.prompt = {9, 8, 7};
+    req.options.max_tokens = 20;
+    req.options.grammar = grammar;
+    req.eos_ids = {eos};
+    req.seed = seed;
+    if (seed) req.sampling.temp = 1.0;
+    std::vector<int32_t> ids;
+    auto stats = stream_generate(*loaded.model, req, [&](const GeneratedToken& t) {
+      ids.push_back(t.id);
+      EXPECT_EQ(t.logprobs.shape(), (mx::Shape{loaded.model->vocab_size()}));
+      return true;
+    });
+    const auto text = tok_->decode(ids);
+    EXPECT_EQ(stats.finish_reason, "stop") << text;
+    EXPECT_TRUE(std::regex_match(text, std::regex("[0-9]-7-7(0|1)"))) << text;
+  }
+}
+
 TEST_F(ConstrainedGenerator, BatchRowsWithGrammarProcessors) {
   auto loaded = load_model(test::tiny_model_dir("llama-bf16"), ModelOptions::parity_mode());
   const int eos = tok_->eos_token_ids().at(0);
