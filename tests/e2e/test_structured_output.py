@@ -93,3 +93,46 @@ def test_responses_text_format_json_schema(client, server):
     assert r.status == "completed"
     assert r.text.format.type == "json_schema"
     check_person(r.output_text)
+
+
+# llama-server's and vLLM's fields for the same constraints (through extra_body, as users send them).
+def test_llama_server_json_schema(client, server):
+    r = client.chat.completions.create(model=server.model, messages=ASK, max_tokens=200, temperature=0,
+                                       extra_body={"json_schema": PERSON})
+    check_person(r.choices[0].message.content)
+
+
+def test_lark_grammar_and_vllm_choice(client, server):
+    ask = [{"role": "user", "content": "Is water wet? Answer yes or no."}]
+    r = client.chat.completions.create(model=server.model, messages=ask, max_tokens=10, temperature=0,
+                                       extra_body={"grammar": 'start: "yes" | "no"'})
+    assert r.choices[0].message.content in ("yes", "no")
+    for body in ({"guided_choice": ["Paris", "Lyon", "Nice?"]},
+                 {"structured_outputs": {"choice": ["Paris", "Lyon", "Nice?"]}}):
+        r = client.chat.completions.create(model=server.model, max_tokens=10, temperature=0.7, seed=1,
+                                           messages=[{"role": "user", "content": "A French city?"}], extra_body=body)
+        assert r.choices[0].message.content in ("Paris", "Lyon", "Nice?"), body
+
+
+def test_completions_guided_regex_and_json(client, server):
+    r = client.completions.create(model=server.model, prompt="Three digits:", max_tokens=10, temperature=0,
+                                  extra_body={"guided_regex": "[0-9]{3}"})
+    text = r.choices[0].text
+    assert len(text) == 3 and text.isdigit(), text
+    r = client.completions.create(model=server.model, prompt="A user as JSON:", max_tokens=200, temperature=0,
+                                  extra_body={"guided_json": json.dumps(PERSON)})
+    check_person(r.choices[0].text)
+
+
+@pytest.mark.parametrize("body, param, words", [
+    ({"grammar": 'root ::= "a"'}, "grammar", "GBNF"),
+    ({"guided_regex": "[0-9]+", "response_format": {"type": "json_object"}}, "guided_regex", "give one"),
+    ({"structured_outputs": {"regex": "a", "choice": ["b"]}}, "structured_outputs", "exactly one"),
+    ({"guided_choice": []}, "guided_choice", "non-empty"),
+    ({"guided_json": "{not json"}, "guided_json", "JSON schema"),
+])
+def test_bad_constraint_fields_are_400(client, server, body, param, words):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=server.model, messages=ASK, max_tokens=5, extra_body=body)
+    assert e.value.body.get("param") == param, e.value.body
+    assert words in str(e.value), str(e.value)

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "server/constraint_fields.h"
 #include "server/event_relay.h"
 #include "server/server_context.h"
 
@@ -101,26 +102,6 @@ std::vector<Json> parse_tools(const Fields& f, const std::string& key) {
   return tools;
 }
 
-// response_format: "text" (free), "json_object" (any JSON object) or "json_schema" (its
-// json_schema.schema; strict or not, the output follows it).
-std::optional<GrammarSpec> read_response_format(const Json& rf) {
-  Fields f(rf, "response_format");
-  const std::string type = f.req_str("type");
-  if (type == "text") return std::nullopt;
-  if (type == "json_object") return GrammarSpec{GrammarKind::kJsonSchema, R"({"type":"object"})", -1};
-  if (type != "json_schema") {
-    throw FieldError("response_format", fmt::format("'response_format' type '{}' is not supported (known: text, "
-                                                    "json_object, json_schema)", type));
-  }
-  const Json* js = f.object("json_schema");
-  if (js == nullptr) throw FieldError("response_format.json_schema", "'response_format.json_schema' is required");
-  const Json* schema = Fields(*js, "response_format.json_schema").object("schema");
-  if (schema == nullptr) {
-    throw FieldError("response_format.json_schema.schema", "'response_format.json_schema.schema' must be an object");
-  }
-  return GrammarSpec{GrammarKind::kJsonSchema, schema->dump(), -1};
-}
-
 ChatRequest parse_chat_request(const Json& body) {
   Fields f(body);
   ChatRequest r;
@@ -163,7 +144,10 @@ ChatRequest parse_chat_request(const Json& body) {
     r.call.enable_thinking = *effort != "none";
     r.call.template_kwargs["reasoning_effort"] = *effort;
   }
-  if (const Json* rf = f.object("response_format")) r.call.gen.grammar = read_response_format(*rf);
+  if (auto c = read_constraint(f)) {
+    r.call.gen.grammar = std::move(c->grammar);
+    r.call.gen.grammar_param = std::move(c->param);
+  }
   return r;
 }
 

@@ -2,6 +2,7 @@
 // legacy logprobs shape ({tokens, token_logprobs, top_logprobs, text_offset}).
 #include <fmt/format.h>
 
+#include "server/constraint_fields.h"
 #include "server/event_relay.h"
 #include "server/openai/openai_common.h"
 #include "server/server_context.h"
@@ -56,6 +57,10 @@ CompletionRequest parse_completion_request(const Json& body) {
     f.fail("best_of", "is not supported (other than equal to n)");
   }
   if (auto lp = f.integer("logprobs", 0, 20)) r.gen.top_logprobs = static_cast<int>(*lp);
+  if (auto c = read_constraint(f)) {
+    r.gen.grammar = std::move(c->grammar);
+    r.gen.grammar_param = std::move(c->param);
+  }
   return r;
 }
 
