@@ -136,3 +136,16 @@ def test_bad_constraint_fields_are_400(client, server, body, param, words):
         client.chat.completions.create(model=server.model, messages=ASK, max_tokens=5, extra_body=body)
     assert e.value.body.get("param") == param, e.value.body
     assert words in str(e.value), str(e.value)
+
+
+# Anthropic's structured outputs: output_format json_schema constrains the text block.
+def test_anthropic_output_format(server):
+    import anthropic
+    client = anthropic.Anthropic(base_url=server.url, api_key="unused")
+    r = client.messages.create(model=server.model, max_tokens=200, messages=ASK,  # temperature: this SDK's extra_body
+                               extra_body={"temperature": 0, "output_format": {"type": "json_schema", "schema": PERSON}})
+    check_person(r.content[0].text)
+    with pytest.raises(anthropic.BadRequestError) as e:
+        client.messages.create(model=server.model, max_tokens=20, messages=ASK,
+                               extra_body={"output_format": {"type": "json_schema", "schema": {"type": "strnig"}}})
+    assert "strnig" in str(e.value)

@@ -279,6 +279,20 @@ void read_sampling(const Fields& f, GenParams& g, bool count_only) {
   }
 }
 
+// Structured outputs: output_format {"type": "json_schema", "schema": {...}} constrains the text
+// to the schema (llguidance, as OpenAI's response_format).
+void read_output_format(const Fields& f, GenParams& g) {
+  const Json* of = f.object("output_format");
+  if (!of) return;
+  Fields o(*of, "output_format");
+  const std::string type = o.req_str("type");
+  if (type != "json_schema") o.fail("type", fmt::format("must be \"json_schema\", got '{}'", type));
+  const Json* schema = o.object("schema");
+  if (!schema) o.fail("schema", "is required (a JSON schema object)");
+  g.grammar = GrammarSpec{GrammarKind::kJsonSchema, schema->dump(), -1};
+  g.grammar_param = "output_format";
+}
+
 }  // namespace
 
 MessagesRequest parse_messages_request(const Json& body, bool count_only) {
@@ -297,6 +311,7 @@ MessagesRequest parse_messages_request(const Json& body, bool count_only) {
   read_tools(f, r.call);
   read_tool_choice(f, r.call);
   read_thinking(f, r.call);
+  read_output_format(f, r.call.gen);
   return r;
 }
 
