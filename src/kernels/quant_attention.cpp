@@ -25,6 +25,7 @@ struct QAttnShape {
   float scale;
   bool causal;
   int group, bits;
+  int window = 0;  // > 0: query l also skips keys before last(l) - window + 1
 };
 
 // One quantized tensor of the cache inside the kernel: packed rows (strided over batch and
@@ -95,7 +96,7 @@ class QuantAttentionPrimitive : public mx::UnaryPrimitive {
   bool is_equivalent(const mx::Primitive& other) const override {
     const auto* o = dynamic_cast<const QuantAttentionPrimitive*>(&other);
     return o && o->ctx_ == ctx_ && o->sh_.scale == sh_.scale && o->sh_.causal == sh_.causal &&
-           o->sh_.group == sh_.group && o->sh_.bits == sh_.bits;
+           o->sh_.group == sh_.group && o->sh_.bits == sh_.bits && o->sh_.window == sh_.window;
   }
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& inputs) override { return {inputs[0].shape()}; }
 
@@ -125,10 +126,12 @@ void QuantAttentionPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx:
     const VecOps& v = vec_ops(ctx->isa());
     const int threads = ctx->threads();
     const int qblocks = L == 1 ? 1 : (L + kQBlock - 1) / kQBlock;
-    const int sp = L == 1 ? std::max(1, std::min((4 * threads + B * Hkv - 1) / (B * Hkv), S / kMinSlice)) : 1;
+    const int keys = sh.window > 0 ? std::min(S, sh.window) : S;  // a decode step's
+    const int sp = L == 1 ? std::max(1, std::min((4 * threads + B * Hkv - 1) / (B * Hkv), keys / kMinSlice)) : 1;
     const int tasks = B * Hkv * qblocks * sp;
     const long qrow = static_cast<long>(L) * D;  // one head's queries
     auto last_key = [&](int l) { return sh.causal ? S - L + l : S - 1; };
+    auto first_key = [&](int l) { return sh.window > 0 ? std::max(0, last_key(l) - sh.window + 1) : 0; };
     // Decode slices' unnormalized parts: [task][G] (o [D], m, sum).
     std::vector<float> part_o(sp > 1 ? static_cast<size_t>(tasks) * G * D : 0),
         part_ms(sp > 1 ? static_cast<size_t>(tasks) * G * 2 : 0);
@@ -137,9 +140,9 @@ void QuantAttentionPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx:
       const int c = task % sp, qb = task / sp % qblocks, kvh = task / (sp * qblocks) % Hkv,
                 b = task / (sp * qblocks * Hkv);
       const int l0 = qb * kQBlock, P = std::min(L, l0 + (L == 1 ? 1 : kQBlock)) - l0;
-      const int span = last_key(l0 + P - 1) + 1;
-      const int lo = static_cast<int>(static_cast<long>(span) * c / sp),
-                hi = static_cast<int>(static_cast<long>(span) * (c + 1) / sp) - 1;
+      const int k0 = first_key(l0), span = last_key(l0 + P - 1) - k0 + 1;
+      const int lo = k0 + static_cast<int>(static_cast<long>(span) * c / sp),
+                hi = k0 + static_cast<int>(static_cast<long>(span) * (c + 1) / sp) - 1;
       std::vector<float> kf(static_cast<size_t>(kTile) * D), vf(static_cast<size_t>(kTile) * D),
           qg(static_cast<size_t>(G) * D), scores(static_cast<size_t>(G) * kTile), tile_o(static_cast<size_t>(G) * D),
           tile_ms(2 * G), acc_o(static_cast<size_t>(P) * G * D, 0.f), acc_m(static_cast<size_t>(P) * G, -INFINITY),
@@ -149,14 +152,14 @@ void QuantAttentionPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx:
         dequant(K, sh.bits, b, kvh, t0, n, D, sh.group, kf.data());
         dequant(V, sh.bits, b, kvh, t0, n, D, sh.group, vf.data());
         for (int p = 0; p < P; ++p) {
-          const int last = std::min(t0 + n - 1, last_key(l0 + p));
-          if (last < t0) continue;
+          const int last = std::min(t0 + n - 1, last_key(l0 + p)), first = std::max(t0, first_key(l0 + p));
+          if (last < first) continue;
           for (int g = 0; g < G; ++g) {
             const float* src = q + (static_cast<long>(b) * Hq + kvh * G + g) * qrow + static_cast<long>(l0 + p) * D;
             std::copy_n(src, D, qg.data() + static_cast<long>(g) * D);
           }
-          v.attend_group(qg.data(), G, kf.data(), vf.data(), D, 0, last - t0, sh.scale, scores.data(), tile_o.data(),
-                         tile_ms.data());
+          v.attend_group(qg.data(), G, kf.data(), vf.data(), D, first - t0, last - t0, sh.scale, scores.data(),
+                         tile_o.data(), tile_ms.data());
           for (int g = 0; g < G; ++g) {
             const long a = static_cast<long>(p) * G + g;
             merge_part(acc_o.data() + a * D, acc_m[a], acc_s[a], tile_o.data() + static_cast<long>(g) * D,
@@ -202,7 +205,7 @@ void QuantAttentionPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx:
 
 std::optional<mx::array> quantized_kv_attention(const mx::array& queries, const mx::array (&keys)[3],
                                                 const mx::array (&values)[3], float scale, bool causal, int group_size,
-                                                int bits, const FastPath& fast) {
+                                                int bits, const FastPath& fast, int window) {
   if (!use_fast(fast) || queries.dtype() != mx::float32 || queries.ndim() != 4 || (bits != 2 && bits != 4 && bits != 8)) {
     return std::nullopt;
   }
@@ -217,10 +220,10 @@ std::optional<mx::array> quantized_kv_attention(const mx::array& queries, const 
     }
   }
   const int Hkv = keys[0].shape(1), S = keys[0].shape(2);
-  if (Hkv <= 0 || Hq % Hkv != 0 || S < L) return std::nullopt;
+  if (Hkv <= 0 || Hq % Hkv != 0 || S < L || window < 0 || (window > 0 && !causal)) return std::nullopt;
   return mx::array(queries.shape(), mx::float32,
                    std::make_shared<QuantAttentionPrimitive>(mx::default_stream(mx::Device::cpu), fast,
-                                                             QAttnShape{scale, causal, group_size, bits}),
+                                                             QAttnShape{scale, causal, group_size, bits, window}),
                    {queries, keys[0], keys[1], keys[2], values[0], values[1], values[2]});
 }
 

@@ -15,11 +15,13 @@ namespace mlxcpp::kernels {
 // queries [B, Hq, L, D] (float32, before the scale), keys and values as mx.quantize's triples
 // ([B, Hkv, S, D * bits / 32] uint32, [B, Hkv, S, D / group] scales and biases, float32 or
 // float16) -> [B, Hq, L, D] float32: softmax(scale * q K^T) V per query head (Hq / Hkv heads
-// per kv head), query l attending keys 0..S - L + l when `causal`, all S otherwise. nullopt where
-// the fast path does not apply (no fast path, other dtypes or bits, uneven heads).
+// per kv head), query l attending keys 0..S - L + l when `causal` (with `window` > 0 only the
+// last `window` of those: a sliding-window layer whose key j sits at position j), all S
+// otherwise. nullopt where the fast path does not apply (no fast path, other dtypes or bits,
+// uneven heads, a window without causal).
 std::optional<mlx::core::array> quantized_kv_attention(const mlx::core::array& queries,
                                                        const mlx::core::array (&keys)[3],
                                                        const mlx::core::array (&values)[3], float scale, bool causal,
-                                                       int group_size, int bits, const FastPath& fast);
+                                                       int group_size, int bits, const FastPath& fast, int window = 0);
 
 }  // namespace mlxcpp::kernels

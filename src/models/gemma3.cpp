@@ -107,7 +107,9 @@ class Attention {
         scale_(static_cast<float>(std::pow(a.query_pre_attn_scalar, -0.5))),
         fast_(ctx.fast) {}
 
-  mx::array operator()(const mx::array& x, const AttentionMask& mask, KVCacheBase* cache) const {
+  // `window`: the layer's sliding window (its mask's; a quantized cache's kernel applies it).
+  mx::array operator()(const mx::array& x, const AttentionMask& mask, KVCacheBase* cache,
+                       std::optional<int> window = std::nullopt) const {
     const int B = x.shape(0), L = x.shape(1);
     auto q = mx::transpose(mx::reshape(q_(x), {B, L, heads_, -1}), {0, 2, 1, 3});
     auto k = mx::transpose(mx::reshape(k_(x), {B, L, kv_heads_, -1}), {0, 2, 1, 3});
@@ -116,7 +118,7 @@ class Attention {
     k = k_norm_(k);
     q = rope_.apply(q, cache);
     k = rope_.apply(k, cache);
-    auto out = cached_attention(q, k, v, cache, scale_, mask, fast_);
+    auto out = cached_attention(q, k, v, cache, scale_, mask, fast_, window);
     return o_(mx::reshape(mx::transpose(out, {0, 2, 1, 3}), {B, L, -1}));
   }
 
@@ -161,7 +163,7 @@ class Block {
     if (fast_ && input_norm_.eps() == post_attn_norm_.eps()) {
       h = fused_attention_block(x, attn_.fused_layer(input_norm_, post_attn_norm_, window_), cache, fast_);
     }
-    if (!h) h = clip_residual(x, post_attn_norm_(attn_(input_norm_(x), mask, cache)));
+    if (!h) h = clip_residual(x, post_attn_norm_(attn_(input_norm_(x), mask, cache, window_)));
     return mlp_.residual(*h, pre_ff_norm_, post_ff_norm_, fast_, clip_residual);
   }
 

@@ -63,13 +63,17 @@ mx::array quantized_attention(const mx::array& q_in, const mx::array (&keys)[3],
 }
 
 mx::array cached_attention(const mx::array& queries, const mx::array& keys, const mx::array& values,
-                           KVCacheBase* cache, float scale, const AttentionMask& mask, const kernels::FastPath& fast) {
+                           KVCacheBase* cache, float scale, const AttentionMask& mask, const kernels::FastPath& fast,
+                           std::optional<int> window) {
   if (auto* qc = dynamic_cast<QuantizedCache*>(cache)) {
     auto [k, v] = qc->update_and_fetch_quantized(keys, values);
     const mx::array kq[3] = {k.w, k.scales, k.biases}, vq[3] = {v.w, v.scales, v.biases};
-    if (!mask.is_array()) {  // the fast path: our kernel reads the packed rows
-      if (auto out = kernels::quantized_kv_attention(queries, kq, vq, scale, mask.is_causal(), qc->group_size(),
-                                                     qc->bits(), fast)) {
+    // The fast path: our kernel reads the packed rows. A window's mask is the kernel's own where
+    // key j sits at position j (a plain cache, not a ring).
+    const bool windowed = mask.is_array() && window && dynamic_cast<QuantizedKVCache*>(cache) != nullptr;
+    if (!mask.is_array() || windowed) {
+      if (auto out = kernels::quantized_kv_attention(queries, kq, vq, scale, mask.is_causal() || windowed,
+                                                     qc->group_size(), qc->bits(), fast, windowed ? *window : 0)) {
         return *out;
       }
     }

@@ -25,11 +25,12 @@ mlx::core::array quantized_attention(const mlx::core::array& queries, const mlx:
 
 // The attention of a layer's queries over its cache after writing the new keys/values into it
 // (update_and_fetch, then scaled_dot_product_attention, or the quantized pair for a
-// QuantizedKVCache: on the fast path our kernel over the packed rows); without a cache, over the
-// new keys/values alone.
+// QuantizedKVCache: on the fast path our kernel over the packed rows, `window` telling it a
+// sliding-window layer's mask); without a cache, over the new keys/values alone.
 mlx::core::array cached_attention(const mlx::core::array& queries, const mlx::core::array& keys,
                                   const mlx::core::array& values, KVCacheBase* cache, float scale,
-                                  const AttentionMask& mask, const kernels::FastPath& fast = {});
+                                  const AttentionMask& mask, const kernels::FastPath& fast = {},
+                                  std::optional<int> window = std::nullopt);
 
 }  // namespace mlxcpp
 

@@ -1,8 +1,8 @@
 // Attention over a quantized KV cache (kernels/quant_attention.h) against stock MLX on the same
 // numbers: the cache dequantized with mx::dequantize, then mx::fast::scaled_dot_product_attention.
 // Every ISA; 2/4/8 bits; float32 and float16 scales; GQA; a decode step whose keys are split over
-// slices (merged parts), a causal prompt in several query blocks and tiles, a batch of rows; a
-// strided view of a longer cache buffer (as QuantizedKVCache hands out).
+// slices (merged parts), a causal prompt in several query blocks and tiles, a batch of rows,
+// sliding windows; a strided view of a longer cache buffer (as QuantizedKVCache hands out).
 #include <array>
 #include <cmath>
 
@@ -27,6 +27,7 @@ namespace {
 struct Case {
   int B, Hq, Hkv, L, S, D, group, bits;
   mx::Dtype scale_dtype;
+  int window = 0;
 };
 
 void check(const Case& c, Isa isa) {
@@ -49,16 +50,17 @@ void check(const Case& c, Isa isa) {
   auto k = quant(2), v = quant(3);
   const mx::array kq[3] = {k[0], k[1], k[2]}, vq[3] = {v[0], v[1], v[2]};
   const float scale = 1.f / std::sqrt(static_cast<float>(c.D));
-  auto got = quantized_kv_attention(q, kq, vq, scale, /*causal=*/true, c.group, c.bits, fast);
+  auto got = quantized_kv_attention(q, kq, vq, scale, /*causal=*/true, c.group, c.bits, fast, c.window);
   ASSERT_TRUE(got);
   EXPECT_STREQ(got->primitive().name(), "MlxcppQuantAttention");
   auto deq = [&](const std::array<mx::array, 3>& t) {
     return mx::dequantize(t[0], mx::astype(t[1], mx::float32), mx::astype(t[2], mx::float32), c.group, c.bits);
   };
   std::optional<mx::array> mask;
-  if (c.L > 1) {  // query l sees keys 0..S - L + l
-    auto qi = mx::arange(c.S - c.L, c.S), ki = mx::arange(c.S);
-    mask = mx::greater_equal(mx::expand_dims(qi, 1), mx::expand_dims(ki, 0));
+  if (c.L > 1 || c.window > 0) {  // query l sees keys 0..S - L + l (the last `window` of them)
+    auto qi = mx::expand_dims(mx::arange(c.S - c.L, c.S), 1), ki = mx::expand_dims(mx::arange(c.S), 0);
+    mask = mx::greater_equal(qi, ki);
+    if (c.window > 0) mask = mx::logical_and(*mask, mx::less(qi, mx::add(ki, mx::array(c.window))));
   }
   auto ref = mx::fast::scaled_dot_product_attention(q, deq(k), deq(v), scale, "", mask);
   ASSERT_EQ(got->shape(), ref.shape());
@@ -73,6 +75,8 @@ TEST(QuantAttention, MatchesDequantizedStockAttention) {
       {2, 4, 4, 1, 600, 128, 128, 2, mx::float16},  // a batch, no GQA
       {1, 8, 2, 40, 300, 64, 32, 4, mx::float32},   // a prompt: 3 query blocks, 3 tiles
       {2, 6, 3, 5, 5, 32, 32, 8, mx::float16},      // a first prompt chunk (S == L)
+      {1, 9, 3, 1, 1000, 64, 64, 8, mx::float16, 512},  // sliding window, decode: the last 512 keys
+      {1, 8, 2, 40, 300, 64, 32, 4, mx::float32, 24},   // sliding window across query blocks and tiles
   };
   for (Isa isa : isas()) {
     for (const auto& c : cases) check(c, isa);
@@ -88,6 +92,7 @@ TEST(QuantAttention, NotBuiltWhereItDoesNotApply) {
   EXPECT_FALSE(quantized_kv_attention(mx::astype(q, mx::float16), kq, kq, 1.f, true, 32, 4, fast));  // f16 queries
   EXPECT_FALSE(quantized_kv_attention(q, kq, kq, 1.f, true, 32, 8, fast));  // bits other than stored
   EXPECT_FALSE(quantized_kv_attention(randn({1, 3, 1, 32}, 1), kq, kq, 1.f, true, 32, 4, fast));  // 3 heads over 2
+  EXPECT_FALSE(quantized_kv_attention(q, kq, kq, 1.f, /*causal=*/false, 32, 4, fast, /*window=*/4));  // window, no causal
 }
 
 }  // namespace
