@@ -6,10 +6,10 @@
 
 namespace mlxcpp::server {
 
-namespace {
+GrammarSpec json_schema_grammar(const Json& schema) { return {GrammarKind::kJsonSchema, schema.dump(), -1}; }
+GrammarSpec any_json_object_grammar() { return {GrammarKind::kJsonSchema, R"({"type":"object"})", -1}; }
 
-GrammarSpec json_schema(const Json& schema) { return {GrammarKind::kJsonSchema, schema.dump(), -1}; }
-GrammarSpec any_object() { return {GrammarKind::kJsonSchema, R"({"type":"object"})", -1}; }
+namespace {
 
 // response_format: "text" (free), "json_object" (any JSON object) or "json_schema" (its
 // json_schema.schema; strict or not, the output follows it).
@@ -17,7 +17,7 @@ std::optional<GrammarSpec> response_format(const Json& rf) {
   Fields f(rf, "response_format");
   const std::string type = f.req_str("type");
   if (type == "text") return std::nullopt;
-  if (type == "json_object") return any_object();
+  if (type == "json_object") return any_json_object_grammar();
   if (type != "json_schema") {
     throw FieldError("response_format", fmt::format("'response_format' type '{}' is not supported (known: text, "
                                                     "json_object, json_schema)", type));
@@ -28,19 +28,19 @@ std::optional<GrammarSpec> response_format(const Json& rf) {
   if (schema == nullptr) {
     throw FieldError("response_format.json_schema.schema", "'response_format.json_schema.schema' must be an object");
   }
-  return json_schema(*schema);
+  return json_schema_grammar(*schema);
 }
 
 // A JSON schema given as an object or as its text (vLLM accepts both for guided_json).
 GrammarSpec schema_value(const Fields& f, const std::string& key) {
   const Json* v = f.get(key);
-  if (v->is_object() || v->is_boolean()) return json_schema(*v);
+  if (v->is_object() || v->is_boolean()) return json_schema_grammar(*v);
   if (v->is_string()) {
     auto parsed = Json::parse(v->get<std::string>(), nullptr, false);
     if (parsed.is_discarded() || !(parsed.is_object() || parsed.is_boolean())) {
       f.fail(key, "must be a JSON schema (an object, or its JSON text)");
     }
-    return json_schema(parsed);
+    return json_schema_grammar(parsed);
   }
   f.fail(key, fmt::format("must be a JSON schema object, got {}", brief(*v)));
 }
@@ -90,7 +90,7 @@ GrammarSpec structured_outputs(const Json& so, std::string& param) {
   if (k == "choice") return choice(f, k);
   if (k == "grammar") return lark(f, k);
   if (!f.boolean(k).value_or(false)) f.fail(k, "must be true when given");
-  return any_object();
+  return any_json_object_grammar();
 }
 
 }  // namespace

@@ -18,6 +18,10 @@ struct Constraint {
   std::string param;  // the field that gave it (what a compile error names)
 };
 
+// A JSON schema's grammar, and the one any JSON object matches (json_object formats).
+GrammarSpec json_schema_grammar(const Json& schema);
+GrammarSpec any_json_object_grammar();
+
 // nullopt where the body asks for no constraint (or response_format "text"); FieldError naming
 // the field for a malformed one, a GBNF grammar, or two constraints at once.
 std::optional<Constraint> read_constraint(const Fields& f);

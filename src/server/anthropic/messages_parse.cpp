@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "scheduler/model_text.h"
+#include "server/constraint_fields.h"
 
 namespace mlxcpp::server::anthropic {
 
@@ -289,7 +290,7 @@ void read_output_format(const Fields& f, GenParams& g) {
   if (type != "json_schema") o.fail("type", fmt::format("must be \"json_schema\", got '{}'", type));
   const Json* schema = o.object("schema");
   if (!schema) o.fail("schema", "is required (a JSON schema object)");
-  g.grammar = GrammarSpec{GrammarKind::kJsonSchema, schema->dump(), -1};
+  g.grammar = json_schema_grammar(*schema);
   g.grammar_param = "output_format";
 }
 

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "server/constraint_fields.h"
+
 namespace mlxcpp::server::responses {
 
 namespace {
@@ -187,11 +189,11 @@ std::optional<GrammarSpec> read_text_format(const Fields& body, Json& echo) {
     Fields ff(*fmt_obj, "text.format");
     const std::string type = ff.req_str("type");
     if (type == "json_object") {
-      spec = GrammarSpec{GrammarKind::kJsonSchema, R"({"type":"object"})", -1};
+      spec = any_json_object_grammar();
     } else if (type == "json_schema") {
       const Json* schema = ff.object("schema");
       if (!schema) ff.fail("schema", "must be an object (the JSON schema)");
-      spec = GrammarSpec{GrammarKind::kJsonSchema, schema->dump(), -1};
+      spec = json_schema_grammar(*schema);
     } else if (type != "text") {
       ff.fail("type", fmt::format("must be \"text\", \"json_object\" or \"json_schema\", got {}", brief(Json(type))));
     }
