@@ -12,6 +12,7 @@
 #include "artifacts/gguf_convert.h"
 #include "artifacts/hf_convert.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "core/errors.h"
 
 namespace mlxcpp::cli {
@@ -48,14 +49,6 @@ void prepare_out(const std::filesystem::path& out, bool force) {
   }
   std::filesystem::create_directories(out, ec);
   if (ec) throw ConfigError(fmt::format("--out: cannot create '{}': {}", out.string(), ec.message()));
-}
-
-void progress_bar(size_t done, size_t total, const std::string& name) {
-  constexpr int kWidth = 30;
-  int filled = total == 0 ? kWidth : static_cast<int>(kWidth * done / total);
-  std::cerr << fmt::format("\r[{}{}] {}/{} {:<40.40}", std::string(filled, '#'), std::string(kWidth - filled, ' '), done,
-                           total, name)
-            << (done == total ? "\n" : "") << std::flush;
 }
 
 int run_gguf(const ConvertArgs& a) {

@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/common_options.h"
+#include "cli/progress.h"
 #include "core/errors.h"
 #include "generate/perplexity.h"
 #include "tokenizer/tokenizer.h"
@@ -90,8 +91,7 @@ int run(const PerplexityArgs& a) {
   auto progress = [&](int done, int total) {
     if (!tty) return;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::cerr << fmt::format("\r[{}/{}] {:.1f} s, about {:.0f} s left  ", done, total, s, s / done * (total - done))
-              << (done == total ? "\n" : "") << std::flush;
+    progress_bar(done, total, fmt::format("windows, {:.1f} s, about {:.0f} s left", s, s / done * (total - done)));
   };
   auto r = perplexity(*loaded.model, tokens, bos, opts, base ? base->model.get() : nullptr, progress);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
