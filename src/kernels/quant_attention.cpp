@@ -143,26 +143,38 @@ void QuantAttentionPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx:
       const int k0 = first_key(l0), span = last_key(l0 + P - 1) - k0 + 1;
       const int lo = k0 + static_cast<int>(static_cast<long>(span) * c / sp),
                 hi = k0 + static_cast<int>(static_cast<long>(span) * (c + 1) / sp) - 1;
-      std::vector<float> kf(static_cast<size_t>(kTile) * D), vf(static_cast<size_t>(kTile) * D),
-          qg(static_cast<size_t>(G) * D), scores(static_cast<size_t>(G) * kTile), tile_o(static_cast<size_t>(G) * D),
-          tile_ms(2 * G), acc_o(static_cast<size_t>(P) * G * D, 0.f), acc_m(static_cast<size_t>(P) * G, -INFINITY),
-          acc_s(static_cast<size_t>(P) * G, 0.f);
+      // One scratch per pool thread, reused from call to call (a decode step runs this for every
+      // layer): the dequantized tiles, the queries, scores, a tile's part and the accumulators.
+      thread_local std::vector<float> scratch;
+      const long tile = static_cast<long>(kTile) * D, rows = static_cast<long>(P) * G;
+      scratch.resize(2 * tile + 2L * G * D + static_cast<long>(G) * kTile + 2L * G + rows * (D + 2));
+      float* const kf = scratch.data();
+      float* const vf = kf + tile;
+      float* const qg = vf + tile;
+      float* const tile_o = qg + static_cast<long>(G) * D;
+      float* const scores = tile_o + static_cast<long>(G) * D;
+      float* const tile_ms = scores + static_cast<long>(G) * kTile;
+      float* const acc_o = tile_ms + 2L * G;
+      float* const acc_m = acc_o + rows * D;
+      float* const acc_s = acc_m + rows;
+      std::fill(acc_o, acc_o + rows * D, 0.f);
+      std::fill(acc_m, acc_m + rows, -INFINITY);
+      std::fill(acc_s, acc_s + rows, 0.f);
       for (int t0 = lo; t0 <= hi; t0 += kTile) {
         const int n = std::min(kTile, hi - t0 + 1);
-        dequant(K, sh.bits, b, kvh, t0, n, D, sh.group, kf.data());
-        dequant(V, sh.bits, b, kvh, t0, n, D, sh.group, vf.data());
+        dequant(K, sh.bits, b, kvh, t0, n, D, sh.group, kf);
+        dequant(V, sh.bits, b, kvh, t0, n, D, sh.group, vf);
         for (int p = 0; p < P; ++p) {
           const int last = std::min(t0 + n - 1, last_key(l0 + p)), first = std::max(t0, first_key(l0 + p));
           if (last < first) continue;
           for (int g = 0; g < G; ++g) {
             const float* src = q + (static_cast<long>(b) * Hq + kvh * G + g) * qrow + static_cast<long>(l0 + p) * D;
-            std::copy_n(src, D, qg.data() + static_cast<long>(g) * D);
+            std::copy_n(src, D, qg + static_cast<long>(g) * D);
           }
-          v.attend_group(qg.data(), G, kf.data(), vf.data(), D, first - t0, last - t0, sh.scale, scores.data(),
-                         tile_o.data(), tile_ms.data());
+          v.attend_group(qg, G, kf, vf, D, first - t0, last - t0, sh.scale, scores, tile_o, tile_ms);
           for (int g = 0; g < G; ++g) {
             const long a = static_cast<long>(p) * G + g;
-            merge_part(acc_o.data() + a * D, acc_m[a], acc_s[a], tile_o.data() + static_cast<long>(g) * D,
+            merge_part(acc_o + a * D, acc_m[a], acc_s[a], tile_o + static_cast<long>(g) * D,
                        tile_ms[2 * g], tile_ms[2 * g + 1], D);
           }
         }
@@ -171,7 +183,7 @@ void QuantAttentionPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx:
         for (int g = 0; g < G; ++g) {
           const long a = static_cast<long>(p) * G + g;
           if (sp > 1) {
-            std::copy_n(acc_o.data() + a * D, D, part_o.data() + (static_cast<long>(task) * G + g) * D);
+            std::copy_n(acc_o + a * D, D, part_o.data() + (static_cast<long>(task) * G + g) * D);
             part_ms[2 * (static_cast<long>(task) * G + g)] = acc_m[a];
             part_ms[2 * (static_cast<long>(task) * G + g) + 1] = acc_s[a];
             continue;
