@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <mlx/ops.h>
 
+#include "cache/arrays_cache.h"
 #include "cache/batch_rotating_kv_cache.h"
 #include "cache/cache_ops.h"
 #include "cache/rotating_kv_cache.h"
@@ -301,10 +302,19 @@ std::unique_ptr<BatchCacheBase> merge_layer_caches(const std::vector<const KVCac
   if (caches.empty()) throw Error("[merge_layer_caches] no caches to merge");
   std::vector<const KVCache*> kv;
   std::vector<const RotatingKVCache*> rot;
+  std::vector<const ArraysCache*> arrays;
   for (const auto* c : caches) {
+    if (const auto* a = dynamic_cast<const ArraysCache*>(c)) {
+      arrays.push_back(a);
+      continue;
+    }
     if (const auto* k = dynamic_cast<const KVCache*>(c)) kv.push_back(k);
     else if (const auto* r = dynamic_cast<const RotatingKVCache*>(c)) rot.push_back(r);
-    else throw Error("[merge_layer_caches] only KVCache and RotatingKVCache layers can be batched");
+    else throw Error("[merge_layer_caches] only KVCache, RotatingKVCache and ArraysCache layers can be batched");
+  }
+  if (!arrays.empty()) {
+    if (arrays.size() != caches.size()) throw Error("[merge_layer_caches] a layer's caches mix recurrent and KV caches");
+    return BatchArraysCache::merge(arrays);
   }
   if (!kv.empty() && !rot.empty()) throw Error("[merge_layer_caches] a layer's caches mix KVCache and RotatingKVCache");
   if (!kv.empty()) return BatchKVCache::merge(kv);

@@ -1,9 +1,12 @@
 #include "generate/generator.h"
 
+#include <algorithm>
+
 #include <mlx/memory.h>
 #include <mlx/ops.h>
 #include <mlx/transforms.h>
 
+#include "cache/arrays_cache.h"
 #include "cache/rotating_kv_cache.h"
 #include "core/errors.h"
 #include "generate/token_mask.h"
@@ -41,13 +44,16 @@ Generator::Generator(const Model& model, std::vector<int> prompt, Sampler sample
     tokens_ = mx::array(opts_.history.data(), {static_cast<int>(opts_.history.size())}, mx::int32);
   }
   if (caches_.empty()) {
-    if (opts_.max_kv_size) {
-      // make_prompt_cache(max_kv_size) for models without their own make_cache.
+    caches_ = model_.make_cache();
+    // make_prompt_cache(max_kv_size) for models without their own make_cache; a model with
+    // recurrent layers keeps its own (mlx-lm's make_cache ignores max_kv_size).
+    const bool recurrent = std::any_of(caches_.begin(), caches_.end(),
+                                       [](const auto& c) { return recurrent_state(c.get()) != nullptr; });
+    if (opts_.max_kv_size && !recurrent) {
+      caches_.clear();
       for (int i = 0; i < model_.num_layers(); ++i) {
         caches_.push_back(std::make_unique<RotatingKVCache>(*opts_.max_kv_size, 4));
       }
-    } else {
-      caches_ = model_.make_cache();
     }
   }
 }

@@ -33,6 +33,9 @@ const std::vector<FamilyRecord>& families() {
       {"glm4_moe", "llama", load_llama},
       {"gemma3_text", "gemma3", load_gemma3},
       {"gemma3", "gemma3", load_gemma3},
+      {"qwen3_5", "qwen3_5", load_qwen3_5},
+      {"qwen3_5_moe", "qwen3_5", load_qwen3_5},
+      {"qwen3_next", "qwen3_5", load_qwen3_5},
   };
   return kFamilies;
 }
@@ -55,6 +58,9 @@ std::vector<FamilySummary> family_summaries() {
                 "softmax router; glm4_moe: grouped sigmoid router, shared experts, dense first layers), glm4's "
                 "input+output norms and partial RoPE; GGUF import"},
       {"gemma3", "text; sliding-window and global layers, q/k norms, sandwich norms; GGUF import"},
+      {"qwen3_5", "text; gated-DeltaNet linear-attention layers (causal conv, delta-rule recurrence in a recurrent "
+                  "cache; one fused primitive on the CPU fast path) interleaved with gated full attention, partial "
+                  "RoPE, sparse MLPs with a gated shared expert (qwen3_5_moe, qwen3_next)"},
   };
   std::vector<FamilySummary> out;
   for (const auto& r : families()) {

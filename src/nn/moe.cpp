@@ -15,7 +15,11 @@ SparseMoe SparseMoe::load(const LoadContext& ctx, const std::string& path, int d
     m.gate_w_ = ctx.take(path + ".gate.weight", mx::Shape{a.experts, dims});
     m.gate_bias_ = ctx.take(path + ".gate.e_score_correction_bias", mx::Shape{a.experts});
   }
-  if (a.shared_hidden > 0) m.shared_ = SwiGLUMLP::load(ctx, path + ".shared_experts", dims, a.shared_hidden, false);
+  if (a.shared_hidden > 0) {
+    m.shared_ = SwiGLUMLP::load(ctx, path + (a.gated_shared ? ".shared_expert" : ".shared_experts"), dims,
+                                a.shared_hidden, false);
+    if (a.gated_shared) m.shared_gate_ = Linear::load(ctx, path + ".shared_expert_gate", dims, 1, false);
+  }
   m.fast_ = ctx.fast;
   return m;
 }
@@ -66,7 +70,11 @@ mx::array SparseMoe::operator()(const mx::array& x) const {
     auto e = experts_(x, inds);
     y = mx::astype(mx::sum(mx::multiply(e, mx::expand_dims(scores, -1)), -2), e.dtype());
   }
-  if (shared_) y = mx::add(*y, (*shared_)(x));
+  if (shared_) {
+    auto s = (*shared_)(x);
+    if (shared_gate_) s = mx::multiply(mx::sigmoid((*shared_gate_)(x)), s);
+    y = mx::add(*y, s);
+  }
   return *y;
 }
 
@@ -78,6 +86,7 @@ void SparseMoe::collect(std::vector<mx::array>& out) const {
   if (gate_w_) out.push_back(*gate_w_);
   if (gate_bias_) out.push_back(*gate_bias_);
   if (shared_) shared_->collect(out);
+  if (shared_gate_) shared_gate_->collect(out);
 }
 
 }  // namespace mlxcpp

@@ -1,7 +1,8 @@
 // Sparse mixture-of-experts MLPs: a router picks each token's top-k experts and weights them,
 // the experts run through SwitchGLU. qwen3_moe.py's Qwen3MoeSparseMoeBlock (softmax router) and
 // glm4_moe.py's MoE (sigmoid router with a correction bias, group-limited top-k, routed
-// scaling, shared experts).
+// scaling, shared experts), qwen3_next.py's Qwen3NextSparseMoeBlock (softmax router, one gated
+// shared expert).
 #pragma once
 
 #include <optional>
@@ -29,6 +30,9 @@ struct MoeArgs {
   int n_group = 1, topk_group = 1;    // glm4_moe
   double routed_scaling = 1.0;        // glm4_moe
   int shared_hidden = 0;              // glm4_moe: moe_intermediate_size * n_shared_experts (0: none)
+  // qwen3_next / qwen3_5_moe: one shared expert (`shared_expert`) scaled by
+  // sigmoid(shared_expert_gate(x)).
+  bool gated_shared = false;
 };
 
 class SparseMoe {
@@ -49,6 +53,7 @@ class SparseMoe {
   std::optional<Linear> gate_;                            // kSoftmax: nn.Linear
   std::optional<mlx::core::array> gate_w_, gate_bias_;    // kSigmoidGroups: MoEGate weight, e_score_correction_bias
   std::optional<SwiGLUMLP> shared_;
+  std::optional<Linear> shared_gate_;                     // gated_shared
   kernels::FastPath fast_;  // null in parity mode
 };
 

@@ -41,6 +41,8 @@ class FastPath : public ::testing::TestWithParam<std::string> {};
 class FastPathBlocks : public ::testing::TestWithParam<std::string> {};
 // The mixture-of-experts checkpoints.
 class FastPathMoe : public ::testing::TestWithParam<std::string> {};
+// Checkpoints with gated-DeltaNet (recurrent) layers.
+class FastPathRecurrent : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FastPath, MatchesParityOnTeacherForcedTokens) {
   auto golden = model_golden(GetParam());
@@ -50,10 +52,23 @@ TEST_P(FastPath, MatchesParityOnTeacherForcedTokens) {
   auto ref = teacher_forced(*parity.model, prompt, rest);
   auto lp = mx::subtract(ref, mx::logsumexp(ref, -1, true));
   const float scale = mx::max(mx::abs(ref)).item<float>();
+  // A checkpoint whose random router has a near-tie that int16-rounded activations flip (one expert
+  // swapped in one token; float products agree to 2e-5): the strict bounds below hold with float
+  // products; with int16 ones the issue's quality bounds (mean KL <= 1e-3, top-1 >= 97% here).
+  const bool near_tie = GetParam() == "qwen3-next-q4g64";
+  if (near_tie) {
+    auto fast = load_model(tiny_model_dir(GetParam()));
+    auto got = teacher_forced(*fast.model, prompt, rest);
+    auto lq = mx::subtract(got, mx::logsumexp(got, -1, true));
+    EXPECT_LE(mx::mean(mx::sum(mx::multiply(mx::exp(lp), mx::subtract(lp, lq)), -1)).item<float>(), 1e-3f);
+    EXPECT_GE(mx::mean(mx::astype(mx::equal(mx::argmax(ref, -1), mx::argmax(got, -1)), mx::float32)).item<float>(),
+              0.97f);
+  }
   // The fast path with a float32 KV cache, then with the default float16 one.
   for (bool kv_f16 : {false, true}) {
     ModelOptions opts;
     opts.kernels.kv_f16 = kv_f16;
+    opts.kernels.int_dot = !near_tie;
     auto fast = load_model(tiny_model_dir(GetParam()), opts);
     auto got = teacher_forced(*fast.model, prompt, rest);
     // KL(parity || fast) per token, and top-1 agreement.
@@ -102,6 +117,21 @@ TEST_P(FastPathMoe, ExpertsRunInTheMoePrimitive) {
     EXPECT_TRUE(names.count("MlxcppMoeGlu")) << GetParam();
     EXPECT_TRUE(names.count("MlxcppAttentionBlock")) << GetParam();
     EXPECT_FALSE(names.count("GatherQMM") || names.count("QuantizedMatmul")) << GetParam();
+    mx::eval(logits);
+  }
+}
+
+// Qwen3.5 / Qwen3-Next: the gated-DeltaNet recurrence runs as one primitive of ours per layer
+// (not mlx-lm's per-token ops), the quantized projections through our matmuls.
+TEST_P(FastPathRecurrent, RecurrenceRunsInOnePrimitive) {
+  auto fast = load_model(tiny_model_dir(GetParam()));
+  auto caches = fast.model->make_cache();
+  for (int len : {20, 1}) {
+    std::vector<int> ids(len, 7);
+    auto logits = (*fast.model)(mx::array(ids.data(), {1, len}, mx::int32), &caches);
+    auto names = primitive_names(logits);
+    EXPECT_GE(names.count("MlxcppGatedDelta"), 1u) << GetParam();
+    EXPECT_FALSE(names.count("QuantizedMatmul")) << GetParam();
     mx::eval(logits);
   }
 }
@@ -191,11 +221,14 @@ const std::vector<std::string> kMoeModels = {"qwen3-moe-q4g64", "qwen3-moe-mixed
 // Checkpoints whose fast mode runs stock ops for their quantized layers: nvfp4 (groups of 16) and
 // mxfp8 (e4m3 values) have no kernel of ours.
 const std::vector<std::string> kStockOpModels = {"llama-nvfp4", "llama-mxfp8"};
+// Gated-DeltaNet layers (our recurrence primitive) with gated attention; MoE with a gated shared expert.
+const std::vector<std::string> kRecurrentModels = {"qwen3_5-q4g64", "qwen3_5-moe-q4g64", "qwen3-next-q4g64"};
 
 std::vector<std::string> all_fast_models() {
   auto v = kBlockModels;
   v.insert(v.end(), kStockOpModels.begin(), kStockOpModels.end());
   v.insert(v.end(), kMoeModels.begin(), kMoeModels.end());
+  v.insert(v.end(), kRecurrentModels.begin(), kRecurrentModels.end());
   return v;
 }
 
@@ -208,5 +241,6 @@ std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
 INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, FastPath, ::testing::ValuesIn(all_fast_models()), param_name);
 INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, FastPathBlocks, ::testing::ValuesIn(kBlockModels), param_name);
 INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, FastPathMoe, ::testing::ValuesIn(kMoeModels), param_name);
+INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, FastPathRecurrent, ::testing::ValuesIn(kRecurrentModels), param_name);
 
 }  // namespace

@@ -8,7 +8,7 @@ Writes OUTDIR/logits/<name>.safetensors with, per checkpoint:
   decode_logits     [16, V]   logits of 16 greedy single-token steps after the prefill
   chunked_logits    [20, V]   the same prefill in 3 chunks (7, 7, 6)
   rotating_logits   [20, V]   RotatingKVCache(max_size=12, keep=4): 10-token prefill, 20 steps
-  rotating_tokens   [20]
+  rotating_tokens   [20]      (both absent for models with recurrent layers: no rotating cache)
   gen_tokens, gen_logprobs          generate_step greedy, 16 tokens
   gen_chunked_tokens, gen_chunked_logprobs   generate_step with prefill_step_size=8
   gen_sampled_tokens               generate_step, seed 42, temp 0.8, top_p 0.9, top_k 50
@@ -19,7 +19,7 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 from mlx_lm.generate import generate_step
-from mlx_lm.models.cache import RotatingKVCache, make_prompt_cache
+from mlx_lm.models.cache import ArraysCache, RotatingKVCache, make_prompt_cache
 from mlx_lm.sample_utils import make_sampler
 from mlx_lm.utils import load_model
 
@@ -61,10 +61,11 @@ def record(path):
     parts = [model(prompt[None, a:b], cache=cache)[0] for a, b in [(0, 7), (7, 14), (14, 20)]]
     g["chunked_logits"] = mx.concatenate(parts, axis=0)
 
-    cache = [RotatingKVCache(max_size=12, keep=4) for _ in model.layers]
-    logits = model(prompt[None, :10], cache=cache)
-    first = int(mx.argmax(logits[0, -1]).item())
-    g["rotating_tokens"], g["rotating_logits"] = greedy_steps(model, cache, first, 20)
+    if not any(isinstance(c, ArraysCache) for c in make_prompt_cache(model)):  # recurrent layers: none
+        cache = [RotatingKVCache(max_size=12, keep=4) for _ in model.layers]
+        logits = model(prompt[None, :10], cache=cache)
+        first = int(mx.argmax(logits[0, -1]).item())
+        g["rotating_tokens"], g["rotating_logits"] = greedy_steps(model, cache, first, 20)
 
     g["gen_tokens"], g["gen_logprobs"] = run_generate(prompt, model)
     g["gen_chunked_tokens"], g["gen_chunked_logprobs"] = run_generate(prompt, model, prefill_step_size=8)

@@ -12,7 +12,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
 from mlx_lm.models import (gemma3, gemma3_text, glm4, glm4_moe, granite, llama, minicpm, ministral3, mistral3, olmo2,
-                            phi3, qwen2, qwen3, qwen3_moe, smollm3)
+                            phi3, qwen2, qwen3, qwen3_5, qwen3_5_moe, qwen3_moe, qwen3_next, smollm3)
 from mlx_lm.utils import quantize_model, save_config, save_model
 
 BASE = {
@@ -209,6 +209,57 @@ GEMMA3_NESTED = {
     },
 }
 
+# Qwen3.5: gated-DeltaNet layers 0, 2, 4 and gated full attention 1, 3, 5 (interval 2); 4 value heads
+# over 2 key heads; half of each attention head rotated. The nested (text_config) layout
+# real checkpoints use; the MoE variant flat, with a gated shared expert.
+QWEN3_5_TEXT = {
+    "model_type": "qwen3_5_text",
+    "hidden_size": 128,
+    "num_hidden_layers": 6,
+    "intermediate_size": 256,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "rms_norm_eps": 1e-6,
+    "vocab_size": 512,
+    "max_position_embeddings": 4096,
+    "linear_num_value_heads": 4,
+    "linear_num_key_heads": 2,
+    "linear_key_head_dim": 32,
+    "linear_value_head_dim": 32,
+    "linear_conv_kernel_dim": 4,
+    "full_attention_interval": 2,
+    "tie_word_embeddings": False,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.5,
+                        "mrope_section": [4, 2, 2]},
+}
+QWEN3_5 = {"model_type": "qwen3_5", "text_config": QWEN3_5_TEXT}
+QWEN3_5_MOE = {
+    **QWEN3_5_TEXT,
+    "model_type": "qwen3_5_moe",
+    "tie_word_embeddings": True,
+    "num_experts": 8,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 64,
+    "shared_expert_intermediate_size": 128,
+}
+# Qwen3-Next: the fused qkvz / ba projections, a dense first layer (mlp_only_layers), softmax router
+# without renormalization.
+QWEN3_NEXT = {
+    **{k: v for k, v in QWEN3_5_TEXT.items() if k != "rope_parameters"},
+    "model_type": "qwen3_next",
+    "num_hidden_layers": 4,
+    "rope_theta": 10000.0,
+    "partial_rotary_factor": 0.25,
+    "num_experts": 8,
+    "num_experts_per_tok": 2,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [0],
+    "moe_intermediate_size": 64,
+    "shared_expert_intermediate_size": 64,
+    "norm_topk_prob": False,
+}
+
 # name -> (config, quantization: None | (bits, group_size[, mode]) | "mixed")
 SPECS = {
     "llama-bf16": (LLAMA, None),
@@ -259,6 +310,11 @@ SPECS = {
     "glm4-q4g64": (GLM4, (4, 64)),
     "glm4-moe-bf16": (GLM4_MOE, None),
     "glm4-moe-q4g64": (GLM4_MOE, (4, 64)),
+    "qwen3_5-bf16": (QWEN3_5, None),
+    "qwen3_5-q4g64": (QWEN3_5, (4, 64)),
+    "qwen3_5-moe-q4g64": (QWEN3_5_MOE, (4, 64)),
+    "qwen3-next-bf16": (QWEN3_NEXT, None),
+    "qwen3-next-q4g64": (QWEN3_NEXT, (4, 64)),
 }
 
 MODULES = {
@@ -276,6 +332,9 @@ MODULES = {
     "ministral3": ministral3,
     "mistral3": mistral3,
     "smollm3": smollm3,
+    "qwen3_5": qwen3_5,
+    "qwen3_5_moe": qwen3_5_moe,
+    "qwen3_next": qwen3_next,
     "gemma3_text": gemma3_text,
     "gemma3": gemma3,
 }
@@ -310,7 +369,7 @@ def build(name, config, quant, seed):
     if config["model_type"].startswith("gemma3"):
         gemma_setup(model, tie="untied" not in name)
     if config["model_type"] in ("qwen3", "phi3", "minicpm", "olmo2", "granite", "ministral3", "mistral3", "qwen3_moe",
-                                "glm4", "glm4_moe"):
+                                "glm4", "glm4_moe", "qwen3_5", "qwen3_5_moe", "qwen3_next"):
         perturb_norms(model)  # the q/k norms above all
     if config["model_type"] == "glm4_moe":
         perturb_router(model)

@@ -1,0 +1,216 @@
+// Port of mlx_lm/models/cache.py ArraysCache (single sequence and batched).
+#include "cache/arrays_cache.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <mlx/ops.h>
+
+#include "cache/cache_ops.h"
+#include "core/errors.h"
+
+namespace mx = mlx::core;
+
+namespace mlxcpp {
+
+using cache_detail::int_array;
+
+namespace {
+
+void check_slot(const char* op, int i, size_t n) {
+  if (i < 0 || static_cast<size_t>(i) >= n) throw Error(fmt::format("[{}] slot {} is outside 0..{}", op, i, n - 1));
+}
+
+int64_t slots_bytes(const std::vector<std::optional<mx::array>>& slots) {
+  int64_t n = 0;
+  for (const auto& s : slots) n += s ? static_cast<int64_t>(s->nbytes()) : 0;
+  return n;
+}
+
+std::vector<mx::array> present(const std::vector<std::optional<mx::array>>& slots) {
+  std::vector<mx::array> out;
+  for (const auto& s : slots) {
+    if (s) out.push_back(*s);
+  }
+  return out;
+}
+
+[[noreturn]] void no_keys(const char* op) {
+  throw Error(fmt::format("[{}] a recurrent cache holds state slots, not keys and values", op));
+}
+
+}  // namespace
+
+RecurrentState* recurrent_state(KVCacheBase* cache) { return dynamic_cast<RecurrentState*>(cache); }
+
+// --- ArraysCache ------------------------------------------------------------------------------
+
+std::pair<mx::array, mx::array> ArraysCache::update_and_fetch(const mx::array&, const mx::array&) {
+  no_keys("ArraysCache::update_and_fetch");
+}
+
+AttentionMask ArraysCache::make_mask(int, std::optional<int>, bool) const { return AttentionMask::none(); }
+
+int64_t ArraysCache::nbytes() const { return slots_bytes(slots_); }
+
+std::vector<mx::array> ArraysCache::state() const { return present(slots_); }
+
+const std::optional<mx::array>& ArraysCache::slot(int i) const {
+  check_slot("ArraysCache::slot", i, slots_.size());
+  return slots_[i];
+}
+
+void ArraysCache::set_slot(int i, mx::array value) {
+  check_slot("ArraysCache::set_slot", i, slots_.size());
+  slots_[i] = std::move(value);
+}
+
+// --- BatchArraysCache -------------------------------------------------------------------------
+
+BatchArraysCache::BatchArraysCache(int slots, std::vector<int> left_padding)
+    : BatchCacheBase(std::move(left_padding)), slots_(slots) {}
+
+std::unique_ptr<BatchArraysCache> BatchArraysCache::merge(const std::vector<const ArraysCache*>& caches) {
+  if (caches.empty()) throw Error("[BatchArraysCache::merge] no caches to merge");
+  const int n = caches.front()->num_slots();
+  const int B = static_cast<int>(caches.size());
+  auto out = std::make_unique<BatchArraysCache>(n, std::vector<int>(B, 0));
+  for (int i = 0; i < B; ++i) out->offsets_[i] = caches[i]->offset();
+  for (int e = 0; e < n; ++e) {
+    const ArraysCache* init = nullptr;
+    for (const auto* c : caches) {
+      if (c->num_slots() != n) throw Error("[BatchArraysCache::merge] the caches hold different numbers of slots");
+      if (!init && c->slot(e)) init = c;
+    }
+    if (!init) continue;
+    auto shape = init->slot(e)->shape();
+    const mx::Dtype dtype = init->slot(e)->dtype();
+    shape[0] = B;
+    auto merged = mx::zeros(shape, dtype);
+    for (int i = 0; i < B; ++i) {
+      const auto& s = caches[i]->slot(e);
+      if (!s) continue;
+      auto start = mx::Shape(shape.size(), 0), stop = shape;
+      start[0] = i;
+      stop[0] = i + 1;
+      merged = mx::slice_update(merged, mx::astype(*s, dtype), start, stop);
+    }
+    out->slots_[e] = merged;
+  }
+  return out;
+}
+
+std::pair<mx::array, mx::array> BatchArraysCache::update_and_fetch(const mx::array&, const mx::array&) {
+  no_keys("BatchArraysCache::update_and_fetch");
+}
+
+int BatchArraysCache::offset() const { return offsets_.empty() ? 0 : *std::max_element(offsets_.begin(), offsets_.end()); }
+
+AttentionMask BatchArraysCache::make_mask(int n, std::optional<int>, bool) const {
+  auto m = ssm_mask(n);
+  return m ? AttentionMask::of(*m) : AttentionMask::none();
+}
+
+int64_t BatchArraysCache::nbytes() const { return slots_bytes(slots_); }
+
+std::vector<mx::array> BatchArraysCache::state() const { return present(slots_); }
+
+void BatchArraysCache::prepare(const std::vector<int>&, const std::vector<int>& lengths, const std::vector<int>&) {
+  // ArraysCache.prepare(lengths=...) takes only the lengths.
+  if (lengths.empty()) return;
+  if (static_cast<int>(lengths.size()) != batch_size()) {
+    throw Error(fmt::format("[BatchArraysCache::prepare] {} lengths for a batch of {}", lengths.size(), batch_size()));
+  }
+  lengths_ = lengths;
+  lengths_arr_ = int_array(lengths_);
+}
+
+void BatchArraysCache::finalize() {
+  lengths_.clear();
+  lengths_arr_.reset();
+  std::fill(left_padding_.begin(), left_padding_.end(), 0);
+}
+
+void BatchArraysCache::filter(const std::vector<int>& keep) {
+  for (int r : keep) check_row("BatchArraysCache::filter", r);
+  auto idx = int_array(keep);
+  for (auto& s : slots_) {
+    if (s) s = mx::take(*s, idx, 0);
+  }
+  auto pick = [&](std::vector<int>& v) {
+    if (v.empty()) return;
+    std::vector<int> out;
+    for (int r : keep) out.push_back(v[r]);
+    v = std::move(out);
+  };
+  pick(left_padding_);
+  pick(offsets_);
+  pick(lengths_);
+  lengths_arr_ = lengths_.empty() ? std::nullopt : std::optional<mx::array>(int_array(lengths_));
+}
+
+void BatchArraysCache::extend(BatchCacheBase& other_base) {
+  auto* other = dynamic_cast<BatchArraysCache*>(&other_base);
+  if (other == nullptr || other->slots_.size() != slots_.size()) {
+    throw Error("[BatchArraysCache::extend] the other cache is not a recurrent cache with the same slots");
+  }
+  const int a = batch_size(), b = other->batch_size();
+  for (size_t e = 0; e < slots_.size(); ++e) {
+    const auto& x = slots_[e];
+    const auto& y = other->slots_[e];
+    if (!x && !y) continue;
+    const auto& ref = x ? *x : *y;
+    auto zeros = [&](int rows) {
+      auto shape = ref.shape();
+      shape[0] = rows;
+      return mx::zeros(shape, ref.dtype());
+    };
+    slots_[e] = mx::concatenate({x ? *x : zeros(a), y ? *y : zeros(b)}, 0);
+  }
+  left_padding_.insert(left_padding_.end(), other->left_padding_.begin(), other->left_padding_.end());
+  offsets_.insert(offsets_.end(), other->offsets_.begin(), other->offsets_.end());
+  if (!lengths_.empty() || !other->lengths_.empty()) {
+    throw Error("[BatchArraysCache::extend] cannot extend a cache in the middle of a padded prefill");
+  }
+}
+
+std::unique_ptr<KVCacheBase> BatchArraysCache::extract(int row) const {
+  check_row("BatchArraysCache::extract", row);
+  auto out = std::make_unique<ArraysCache>(static_cast<int>(slots_.size()));
+  for (size_t e = 0; e < slots_.size(); ++e) {
+    if (slots_[e]) out->set_slot(static_cast<int>(e), mx::take(*slots_[e], int_array({row}), 0));
+  }
+  out->advance(offsets_[row]);
+  return out;
+}
+
+const std::optional<mx::array>& BatchArraysCache::slot(int i) const {
+  check_slot("BatchArraysCache::slot", i, slots_.size());
+  return slots_[i];
+}
+
+void BatchArraysCache::set_slot(int i, mx::array value) {
+  check_slot("BatchArraysCache::set_slot", i, slots_.size());
+  slots_[i] = std::move(value);
+}
+
+void BatchArraysCache::advance(int n) {
+  for (auto& l : lengths_) l -= n;
+  for (auto& l : left_padding_) l -= n;
+  for (auto& o : offsets_) o += n;
+  if (!lengths_.empty()) lengths_arr_ = int_array(lengths_);
+}
+
+std::optional<mx::array> BatchArraysCache::ssm_mask(int n) const {
+  auto pos = mx::arange(n);
+  std::optional<mx::array> mask;
+  const bool padded = std::any_of(left_padding_.begin(), left_padding_.end(), [](int l) { return l > 0; });
+  if (padded) mask = mx::greater_equal(pos, mx::expand_dims(int_array(left_padding_), 1));
+  if (lengths_arr_) {
+    auto in_length = mx::less(pos, mx::expand_dims(*lengths_arr_, 1));
+    mask = mask ? mx::logical_and(*mask, in_length) : in_length;
+  }
+  return mask;
+}
+
+}  // namespace mlxcpp
