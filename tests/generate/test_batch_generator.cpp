@@ -98,6 +98,8 @@ INSTANTIATE_TEST_SUITE_P(Goldens, BatchParity,
                                            Scenario{"phi3_longrope_join_leave", "phi3-longrope-q4g64"},
                                            Scenario{"minicpm_join_leave", "minicpm-q4g64"},
                                            Scenario{"olmo2_join_leave", "olmo2-q4g64"},
+                                           Scenario{"qwen3_5_join_leave", "qwen3_5-q4g64"},
+                                           Scenario{"qwen3_next_join_leave", "qwen3-next-q4g64"},
                                            Scenario{"granite_join_leave", "granite-q4g64"},
                                            Scenario{"mistral3_join_leave", "mistral3-q4g64"}),
                          [](const auto& info) { return info.param.name; });
@@ -221,6 +223,34 @@ TEST(BatchGenerator, FastPathRowsEqualSoloRuns) {
   auto parity = load_model(tiny_model_dir("llama-q4g64"), ModelOptions::parity_mode());
   EXPECT_FALSE(BatchGenerator(*parity.model, {}).ragged());
   EXPECT_THROW(BatchGenerator(*parity.model, {.ragged = 1}), Error);
+}
+
+// Recurrent (gated-DeltaNet) layers batch through mlx-lm's left-padded caches on the fast path too
+// (no ragged caches for them): rows joining while others decode, right-padded prompt chunks with
+// per-row lengths; each row's greedy tokens equal its solo run's.
+TEST(BatchGenerator, RecurrentFastPathRowsEqualSoloRuns) {
+  for (const char* name : {"qwen3_5-q4g64", "qwen3-next-q4g64"}) {
+    SCOPED_TRACE(name);
+    auto loaded = load_model(tiny_model_dir(name));
+    ASSERT_TRUE(loaded.model->fast_path());
+    auto prompts = prompts_of({13, 150, 40, 9}, loaded.model->vocab_size());
+    const std::vector<int> max_tokens{20, 12, 3, 16};
+    BatchGenerator gen(*loaded.model, {.prefill_step_size = 64, .decode_prefill_step = 16, .prefill_batch_size = 2});
+    EXPECT_FALSE(gen.ragged());
+    std::map<RowId, size_t> idx;
+    std::vector<std::vector<int>> out(prompts.size());
+    for (size_t i = 0; i < 2; ++i) idx[gen.insert(row_of(prompts[i], max_tokens[i]))] = i;
+    for (int step = 0; !gen.idle() && step < 500; ++step) {
+      if (step == 3 || step == 5) {
+        const size_t i = step == 3 ? 2 : 3;
+        idx[gen.insert(row_of(prompts[i], max_tokens[i]))] = i;
+      }
+      for (const auto& t : gen.next()) out[idx[t.row]].push_back(t.token);
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(out[i], run_solo(*loaded.model, prompts[i], max_tokens[i])) << "row " << i;
+    }
+  }
 }
 
 TEST(BatchGenerator, RejectsBadRows) {

@@ -58,6 +58,12 @@ SCENARIOS = [
     # Mistral 3 (ministral3 text): the llama-4 attention temperature at per-row offsets.
     ("mistral3_join_leave", "mistral3-q4g64", (5, 2, 3), [
         (12, 0, 10, -1, 0), (4, 0, 7, 5, 0), (9, 3, 9, -1, 1.2), (15, 4, 8, -1, 0)]),
+    # Qwen3.5: recurrent (ArraysCache) layers batched with KV layers: right-padded prompts prefilled
+    # with per-row lengths, rows joining a running batch and leaving it.
+    ("qwen3_5_join_leave", "qwen3_5-q4g64", (6, 3, 4), [
+        (9, 0, 10, -1, 0), (17, 0, 7, 6, 0), (3, 0, 12, -1, 1.2), (13, 5, 9, -1, 0), (6, 8, 6, -1, 0)]),
+    ("qwen3_next_join_leave", "qwen3-next-q4g64", (5, 2, 3), [
+        (11, 0, 9, -1, 0), (4, 0, 8, 4, 0), (15, 3, 7, -1, 0), (7, 5, 10, -1, 0)]),
 ]
 MAX_STEPS = 80
 
