@@ -1,6 +1,7 @@
 #include "kernels/gated_delta.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include <mlx/allocator.h>
@@ -17,128 +18,208 @@ namespace mlxcpp::kernels {
 
 namespace {
 
-// inputs: q, k, v, g, beta, state[, mask]; outputs: y, new state.
-class GatedDeltaPrimitive : public mx::Primitive {
+// softplus as nn.softplus: logaddexp(x, 0).
+inline float softplus(float x) { return std::max(x, 0.f) + std::log1p(std::exp(-std::abs(x))); }
+inline float silu(float x) { return x / (1.f + std::exp(-x)); }
+
+// x[0..n) *= scale / sqrt(mean(x^2) + eps) (mx.fast.rms_norm without a weight, then a scale).
+void rms_scale(float* x, int n, float eps, float scale) {
+  float ss = 0.f;
+  for (int i = 0; i < n; ++i) ss += x[i] * x[i];
+  const float r = scale / std::sqrt(ss / static_cast<float>(n) + eps);
+  for (int i = 0; i < n; ++i) x[i] *= r;
+}
+
+// A [B, T] bool mask read through its strides into `scratch`.
+const bool* read_mask(const mx::array& m, int B, int T, std::vector<uint8_t>& scratch) {
+  scratch.resize(static_cast<size_t>(B) * T);
+  const auto& st = m.strides();
+  const bool* src = m.data<bool>();
+  for (int b = 0; b < B; ++b) {
+    for (int t = 0; t < T; ++t) scratch[static_cast<size_t>(b) * T + t] = src[b * st[0] + t * st[1]];
+  }
+  return reinterpret_cast<const bool*>(scratch.data());
+}
+
+// inputs: qkv, z, b, a, conv_state, state, conv_w, a_log, dt_bias, norm_w[, mask][, lengths];
+// outputs: y, conv state, state.
+class GatedDeltaCorePrimitive : public mx::Primitive {
  public:
-  GatedDeltaPrimitive(mx::Stream s, FastPath ctx) : Primitive(s), ctx_(std::move(ctx)) {}
+  GatedDeltaCorePrimitive(mx::Stream s, FastPath ctx, GatedDeltaCoreShape sh, bool has_mask, bool has_lengths)
+      : Primitive(s), ctx_(std::move(ctx)), sh_(sh), has_mask_(has_mask), has_lengths_(has_lengths) {}
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
   void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
-    throw Error("[MlxcppGatedDelta] CPU-only primitive built for a GPU stream");
+    throw Error("[MlxcppGatedDeltaCore] CPU-only primitive built for a GPU stream");
   }
-  const char* name() const override { return "MlxcppGatedDelta"; }
+  const char* name() const override { return "MlxcppGatedDeltaCore"; }
   bool is_equivalent(const mx::Primitive& other) const override {
-    const auto* o = dynamic_cast<const GatedDeltaPrimitive*>(&other);
-    return o && o->ctx_ == ctx_;
+    const auto* o = dynamic_cast<const GatedDeltaCorePrimitive*>(&other);
+    return o && o->ctx_ == ctx_ && o->sh_.k_heads == sh_.k_heads && o->sh_.v_heads == sh_.v_heads &&
+           o->sh_.k_dim == sh_.k_dim && o->sh_.v_dim == sh_.v_dim && o->sh_.kernel == sh_.kernel &&
+           o->sh_.eps == sh_.eps && o->has_mask_ == has_mask_ && o->has_lengths_ == has_lengths_;
   }
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& in) override {
-    return {{in[0].shape(0), in[0].shape(1), in[2].shape(2), in[2].shape(3)}, in[5].shape()};
+    return {{in[0].shape(0), in[0].shape(1), sh_.v_heads * sh_.v_dim}, in[4].shape(), in[5].shape()};
   }
 
  private:
   FastPath ctx_;
+  GatedDeltaCoreShape sh_;
+  bool has_mask_, has_lengths_;
 };
 
-// One (row, value head): T tokens through the [Dv, Dk] state s (updated in place).
-void run_head(const float* q, const float* k, const float* v, const float* g, const float* beta, const bool* mask,
-              float* s, float* y, int T, long qk_step, long v_step, long gb_step, int Dk, int Dv) {
-  for (int t = 0; t < T; ++t) {
-    const float* qt = q + t * qk_step;
-    const float* kt = k + t * qk_step;
-    const float* vt = v + t * v_step;
-    const float gt = g[t * gb_step], bt = beta[t * gb_step];
-    const bool keep = mask == nullptr || mask[t];
-    float* yt = y + t * v_step;
-    for (int i = 0; i < Dv; ++i) {
-      float* row = s + static_cast<long>(i) * Dk;
-      float sk = 0.f;
-      for (int j = 0; j < Dk; ++j) sk += row[j] * kt[j];
-      const float delta = (vt[i] - gt * sk) * bt;
-      float out = 0.f;
-      if (keep) {
-        for (int j = 0; j < Dk; ++j) {
-          row[j] = gt * row[j] + delta * kt[j];
-          out += row[j] * qt[j];
-        }
-      } else {  // the output of a padding token is never read; the state skips it
-        for (int j = 0; j < Dk; ++j) out += (gt * row[j] + delta * kt[j]) * qt[j];
-      }
-      yt[i] = out;
-    }
-  }
-}
-
-void GatedDeltaPrimitive::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
+void GatedDeltaCorePrimitive::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   for (auto& o : outputs) o.set_data(mx::allocator::malloc(o.nbytes()));
   auto& enc = mx::cpu::get_command_encoder(stream());
   for (const auto& in : inputs) enc.set_input_array(in);
   for (auto& o : outputs) enc.set_output_array(o);
   std::vector<mx::array> in, out;
-  for (const auto& a : inputs) in.push_back(mx::array::unsafe_weak_copy(a));
-  for (const auto& a : outputs) out.push_back(mx::array::unsafe_weak_copy(a));
-  enc.dispatch([in = std::move(in), out = std::move(out), ctx = ctx_]() mutable {
+  for (const auto& x : inputs) in.push_back(mx::array::unsafe_weak_copy(x));
+  for (const auto& x : outputs) out.push_back(mx::array::unsafe_weak_copy(x));
+  enc.dispatch([in = std::move(in), out = std::move(out), ctx = ctx_, sh = sh_, has_mask = has_mask_,
+                has_lengths = has_lengths_]() mutable {
     KernelContext::Timer timer(*ctx);
-    const int B = in[0].shape(0), T = in[0].shape(1), Hk = in[0].shape(2), Dk = in[0].shape(3);
-    const int Hv = in[2].shape(2), Dv = in[2].shape(3), rep = Hv / Hk;
-    std::vector<float> qs, ks, vs, gs, bs, ss;
-    const float* q = contiguous_f32(in[0], qs);
-    const float* k = contiguous_f32(in[1], ks);
-    const float* v = contiguous_f32(in[2], vs);
-    const float* g = contiguous_f32(in[3], gs);
-    const float* beta = contiguous_f32(in[4], bs);
-    const float* s0 = contiguous_f32(in[5], ss);
+    const int B = in[0].shape(0), S = in[0].shape(1), C = in[0].shape(2), K = sh.kernel, nk = K - 1;
+    const int Hk = sh.k_heads, Hv = sh.v_heads, Dk = sh.k_dim, Dv = sh.v_dim, rep = Hv / Hk;
+    std::vector<float> sc[10];
+    const float* qkv = contiguous_f32(in[0], sc[0]);
+    const float* z = contiguous_f32(in[1], sc[1]);
+    const float* bb = contiguous_f32(in[2], sc[2]);
+    const float* aa = contiguous_f32(in[3], sc[3]);
+    const float* cs0 = contiguous_f32(in[4], sc[4]);
+    const float* s0 = contiguous_f32(in[5], sc[5]);
+    const float* w = contiguous_f32(in[6], sc[6]);
+    const float* a_log = contiguous_f32(in[7], sc[7]);
+    const float* dt = contiguous_f32(in[8], sc[8]);
+    const float* nw = contiguous_f32(in[9], sc[9]);
+    size_t next = 10;
     std::vector<uint8_t> mask_scratch;
-    const bool* mask = nullptr;
-    if (in.size() > 6) {
-      const auto& m = in[6];
-      mask_scratch.resize(static_cast<size_t>(B) * T);
-      // Read through strides (a broadcast or sliced mask is fine).
-      const auto& st = m.strides();
-      const bool* src = m.data<bool>();
-      for (int b = 0; b < B; ++b) {
-        for (int t = 0; t < T; ++t) mask_scratch[static_cast<size_t>(b) * T + t] = src[b * st[0] + t * st[1]];
+    const bool* mask = has_mask ? read_mask(in[next++], B, S, mask_scratch) : nullptr;
+    std::vector<int> lengths;
+    if (has_lengths) {
+      const auto& l = in[next];
+      for (int r = 0; r < B; ++r) lengths.push_back(l.data<int32_t>()[r * l.strides()[0]]);  // may be negative
+    }
+    // [conv_state | qkv (padding zeroed)] per row, then the conv + SiLU into co, q/k normed in place.
+    const int L = S + nk;
+    std::vector<float> xin(static_cast<size_t>(B) * L * C), co(static_cast<size_t>(B) * S * C);
+    for (int r = 0; r < B; ++r) {
+      float* x = xin.data() + static_cast<size_t>(r) * L * C;
+      std::copy_n(cs0 + static_cast<size_t>(r) * nk * C, static_cast<size_t>(nk) * C, x);
+      for (int t = 0; t < S; ++t) {
+        float* dst = x + static_cast<size_t>(nk + t) * C;
+        if (mask && !mask[static_cast<size_t>(r) * S + t]) std::fill(dst, dst + C, 0.f);
+        else std::copy_n(qkv + (static_cast<size_t>(r) * S + t) * C, C, dst);
       }
-      mask = reinterpret_cast<const bool*>(mask_scratch.data());
+    }
+    const float inv = 1.f / std::sqrt(static_cast<float>(Dk)), inv2 = inv * inv, l2_eps = 1e-6f * inv2;
+    ctx->pool().parallel_for(B * S, [&](int task) {
+      const int r = task / S, t = task % S;
+      const float* x = xin.data() + static_cast<size_t>(r) * L * C + static_cast<size_t>(t) * C;
+      float* o = co.data() + (static_cast<size_t>(r) * S + t) * C;
+      for (int c = 0; c < C; ++c) {
+        float acc = 0.f;
+        for (int j = 0; j < K; ++j) acc += x[static_cast<size_t>(j) * C + c] * w[static_cast<size_t>(c) * K + j];
+        o[c] = silu(acc);
+      }
+      for (int h = 0; h < Hk; ++h) {
+        rms_scale(o + static_cast<size_t>(h) * Dk, Dk, l2_eps, inv2);
+        rms_scale(o + static_cast<size_t>(Hk + h) * Dk, Dk, l2_eps, inv);
+      }
+    });
+    float* cs = out[1].data<float>();
+    for (int r = 0; r < B; ++r) {
+      const int end = has_lengths ? std::clamp(lengths[r], 0, S) : S;
+      std::copy_n(xin.data() + (static_cast<size_t>(r) * L + end) * C, static_cast<size_t>(nk) * C,
+                  cs + static_cast<size_t>(r) * nk * C);
     }
     float* y = out[0].data<float>();
-    float* s = out[1].data<float>();
-    const long state_head = static_cast<long>(Dv) * Dk;
-    std::copy_n(s0, static_cast<long>(B) * Hv * state_head, s);
+    float* s = out[2].data<float>();
+    const long head_state = static_cast<long>(Dv) * Dk;
+    std::copy_n(s0, static_cast<long>(B) * Hv * head_state, s);
     ctx->pool().parallel_for(B * Hv, [&](int task) {
-      const int b = task / Hv, h = task % Hv, hk = h / rep;
-      const long qk0 = (static_cast<long>(b) * T * Hk + hk) * Dk;
-      const long v0 = (static_cast<long>(b) * T * Hv + h) * Dv;
-      const long gb0 = static_cast<long>(b) * T * Hv + h;
-      run_head(q + qk0, k + qk0, v + v0, g + gb0, beta + gb0, mask ? mask + static_cast<long>(b) * T : nullptr,
-               s + (static_cast<long>(b) * Hv + h) * state_head, y + v0, T, static_cast<long>(Hk) * Dk,
-               static_cast<long>(Hv) * Dv, Hv, Dk, Dv);
+      const int r = task / Hv, h = task % Hv, hk = h / rep;
+      float* st = s + (static_cast<long>(r) * Hv + h) * head_state;
+      const float decay_rate = std::exp(a_log[h]);
+      for (int t = 0; t < S; ++t) {
+        const float* tok = co.data() + (static_cast<size_t>(r) * S + t) * C;
+        const float* qt = tok + static_cast<size_t>(hk) * Dk;
+        const float* kt = tok + static_cast<size_t>(Hk + hk) * Dk;
+        const float* vt = tok + static_cast<size_t>(2 * Hk) * Dk + static_cast<size_t>(h) * Dv;
+        const size_t gi = (static_cast<size_t>(r) * S + t) * Hv + h;
+        const float gt = std::exp(-decay_rate * softplus(aa[gi] + dt[h]));
+        const float bt = 1.f / (1.f + std::exp(-bb[gi]));
+        const bool keep = mask == nullptr || mask[static_cast<size_t>(r) * S + t];
+        float* yt = y + (static_cast<size_t>(r) * S + t) * Hv * Dv + static_cast<size_t>(h) * Dv;
+        for (int i = 0; i < Dv; ++i) {
+          float* row = st + static_cast<long>(i) * Dk;
+          float sk = 0.f;
+          for (int j = 0; j < Dk; ++j) sk += row[j] * kt[j];
+          const float delta = (vt[i] - gt * sk) * bt;
+          float o = 0.f;
+          if (keep) {
+            for (int j = 0; j < Dk; ++j) {
+              row[j] = gt * row[j] + delta * kt[j];
+              o += row[j] * qt[j];
+            }
+          } else {
+            for (int j = 0; j < Dk; ++j) o += (gt * row[j] + delta * kt[j]) * qt[j];
+          }
+          yt[i] = o;
+        }
+        // Qwen3NextRMSNormGated: rms_norm(y, norm_w) * silu(z).
+        float ss = 0.f;
+        for (int i = 0; i < Dv; ++i) ss += yt[i] * yt[i];
+        const float rn = 1.f / std::sqrt(ss / static_cast<float>(Dv) + sh.eps);
+        const float* zt = z + (static_cast<size_t>(r) * S + t) * Hv * Dv + static_cast<size_t>(h) * Dv;
+        for (int i = 0; i < Dv; ++i) yt[i] = yt[i] * rn * nw[i] * silu(zt[i]);
+      }
     });
   });
 }
 
 }  // namespace
 
-std::optional<std::pair<mx::array, mx::array>> gated_delta(const mx::array& q, const mx::array& k, const mx::array& v,
-                                                           const mx::array& g, const mx::array& beta,
-                                                           const mx::array& state,
-                                                           const std::optional<mx::array>& mask, const FastPath& fast) {
+std::optional<std::array<mx::array, 3>> gated_delta_core(const mx::array& qkv, const mx::array& z, const mx::array& b,
+                                                         const mx::array& a, const mx::array& conv_state,
+                                                         const mx::array& state, const mx::array& conv_w,
+                                                         const mx::array& a_log, const mx::array& dt_bias,
+                                                         const mx::array& norm_w, const std::optional<mx::array>& mask,
+                                                         const std::optional<mx::array>& lengths,
+                                                         const GatedDeltaCoreShape& sh, const FastPath& fast) {
   if (!use_fast(fast)) return std::nullopt;
-  for (const auto* a : {&q, &k, &v, &g, &beta, &state}) {
-    if (a->dtype() != mx::float32) return std::nullopt;
+  for (const auto* x : {&qkv, &z, &b, &a, &conv_state, &state, &conv_w, &a_log, &dt_bias, &norm_w}) {
+    if (x->dtype() != mx::float32) return std::nullopt;
   }
-  if (q.ndim() != 4 || k.shape() != q.shape() || v.ndim() != 4 || state.ndim() != 4) return std::nullopt;
-  const int B = q.shape(0), T = q.shape(1), Hk = q.shape(2), Dk = q.shape(3), Hv = v.shape(2), Dv = v.shape(3);
-  if (v.shape(0) != B || v.shape(1) != T || Hk <= 0 || Hv % Hk != 0) return std::nullopt;
-  if (g.shape() != mx::Shape{B, T, Hv} || beta.shape() != g.shape()) return std::nullopt;
-  if (state.shape() != mx::Shape{B, Hv, Dv, Dk}) return std::nullopt;
-  std::vector<mx::array> inputs{q, k, v, g, beta, state};
+  if (sh.k_heads <= 0 || sh.v_heads % sh.k_heads != 0 || sh.kernel < 2 || qkv.ndim() != 3) return std::nullopt;
+  const int B = qkv.shape(0), S = qkv.shape(1), C = 2 * sh.k_heads * sh.k_dim + sh.v_heads * sh.v_dim;
+  const int V = sh.v_heads * sh.v_dim;
+  if (qkv.shape(2) != C || z.size() != static_cast<size_t>(B) * S * V) return std::nullopt;
+  if (b.shape() != mx::Shape{B, S, sh.v_heads} || a.shape() != b.shape()) return std::nullopt;
+  if (conv_state.shape() != mx::Shape{B, sh.kernel - 1, C} || conv_w.size() != static_cast<size_t>(C) * sh.kernel) {
+    return std::nullopt;
+  }
+  if (state.shape() != mx::Shape{B, sh.v_heads, sh.v_dim, sh.k_dim}) return std::nullopt;
+  if (a_log.size() != static_cast<size_t>(sh.v_heads) || dt_bias.size() != a_log.size() ||
+      norm_w.size() != static_cast<size_t>(sh.v_dim)) {
+    return std::nullopt;
+  }
+  std::vector<mx::array> inputs{qkv, z, b, a, conv_state, state, conv_w, a_log, dt_bias, norm_w};
   if (mask) {
-    if (mask->dtype() != mx::bool_ || mask->shape() != mx::Shape{B, T}) return std::nullopt;
+    if (mask->dtype() != mx::bool_ || mask->shape() != mx::Shape{B, S}) return std::nullopt;
     inputs.push_back(*mask);
   }
-  auto outs = mx::array::make_arrays({{B, T, Hv, Dv}, state.shape()}, {mx::float32, mx::float32},
-                                     std::make_shared<GatedDeltaPrimitive>(mx::default_stream(mx::Device::cpu), fast),
-                                     std::move(inputs));
-  return std::pair{outs[0], outs[1]};
+  if (lengths) {
+    if (lengths->dtype() != mx::int32 || lengths->ndim() != 1 || lengths->size() != static_cast<size_t>(B)) {
+      return std::nullopt;
+    }
+    inputs.push_back(*lengths);
+  }
+  auto prim = std::make_shared<GatedDeltaCorePrimitive>(mx::default_stream(mx::Device::cpu), fast, sh,
+                                                        mask.has_value(), lengths.has_value());
+  auto outs = mx::array::make_arrays({{B, S, V}, conv_state.shape(), state.shape()},
+                                     {mx::float32, mx::float32, mx::float32}, std::move(prim), std::move(inputs));
+  return std::array<mx::array, 3>{outs[0], outs[1], outs[2]};
 }
 
 }  // namespace mlxcpp::kernels

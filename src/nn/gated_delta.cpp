@@ -163,6 +163,21 @@ mx::array GatedDeltaNet::operator()(const mx::array& x, const std::optional<mx::
   auto [qkv, z, b, a] = project(x);
   const int n_keep = a_.conv_kernel - 1;
   auto conv_state = (cache && cache->slot(0)) ? *cache->slot(0) : mx::zeros({B, n_keep, a_.conv_dim()}, x.dtype());
+  if (fast_) {  // everything between the projections in one primitive
+    auto state = (cache && cache->slot(1)) ? *cache->slot(1)
+                                           : mx::zeros({B, a_.v_heads, a_.v_dim, a_.k_dim}, mx::float32);
+    const kernels::GatedDeltaCoreShape sh{a_.k_heads, a_.v_heads, a_.k_dim, a_.v_dim, a_.conv_kernel, a_.eps};
+    auto core = kernels::gated_delta_core(qkv, z, b, a, conv_state, state, conv_w_, a_log_, dt_bias_, norm_w_, mask,
+                                          cache ? cache->lengths() : std::nullopt, sh, fast_);
+    if (core) {
+      if (cache) {
+        cache->set_slot(0, (*core)[1]);
+        cache->set_slot(1, (*core)[2]);
+        cache->advance(S);
+      }
+      return out_proj_((*core)[0]);
+    }
+  }
   if (mask) qkv = mx::where(mx::expand_dims(*mask, -1), qkv, mx::array(0, qkv.dtype()));
   auto conv_input = mx::concatenate({conv_state, qkv}, 1);
   if (cache) {
@@ -187,16 +202,14 @@ mx::array GatedDeltaNet::operator()(const mx::array& x, const std::optional<mx::
   auto beta = mx::sigmoid(b);
   auto g = gated_delta_decay(a_log_, a, dt_bias_);
   if (!state) state = mx::zeros({B, a_.v_heads, a_.v_dim, a_.k_dim}, mx::float32);
-  std::optional<std::pair<mx::array, mx::array>> out;
-  if (fast_) out = kernels::gated_delta(q, k, v, g, beta, *state, mask, fast_);
-  if (!out) out = gated_delta_ops(q, k, v, g, beta, *state, mask);
+  auto out = gated_delta_ops(q, k, v, g, beta, *state, mask);
   if (cache) {
-    cache->set_slot(1, out->second);
+    cache->set_slot(1, out.second);
     cache->advance(S);
   }
   // Qwen3NextRMSNormGated(out, z)
-  auto normed = mx::fast::rms_norm(out->first, norm_w_, a_.eps);
-  auto y = mx::compile(precise_swiglu_impl, /*shapeless=*/true)({out->first, z, normed})[0];
+  auto normed = mx::fast::rms_norm(out.first, norm_w_, a_.eps);
+  auto y = mx::compile(precise_swiglu_impl, /*shapeless=*/true)({out.first, z, normed})[0];
   return out_proj_(mx::reshape(y, {B, S, -1}));
 }
 

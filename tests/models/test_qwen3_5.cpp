@@ -1,8 +1,10 @@
 // Qwen3.5 / Qwen3-Next beyond the parity suite: the recurrent (ArraysCache) state it keeps, its
 // batch operations, the fast recurrence primitive against mlx-lm's ops, and what loading refuses.
 #include <gtest/gtest.h>
+#include <mlx/fast.h>
 #include <mlx/mlx.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -99,30 +101,59 @@ INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, Qwen35Cache, ::testing::Values("qwen3_
                            return s;
                          });
 
-// The fast recurrence primitive against mlx-lm's per-token ops: grouped heads, a padding mask.
-TEST(GatedDeltaKernel, MatchesTheOpsRecurrence) {
-  const int B = 2, T = 23, Hk = 2, Hv = 4, Dk = 16, Dv = 8;
-  auto q = randn({B, T, Hk, Dk}, 1, 0.3f), k = randn({B, T, Hk, Dk}, 2, 0.3f);
-  auto v = randn({B, T, Hv, Dv}, 3);
-  auto g = mx::sigmoid(randn({B, T, Hv}, 4)), beta = mx::sigmoid(randn({B, T, Hv}, 5));
-  auto state = randn({B, Hv, Dv, Dk}, 6, 0.1f);
-  // Row 1 is padding on its first 5 tokens (left-padded batch).
-  auto mask = mx::greater_equal(mx::arange(T), mx::reshape(mx::array({0, 5}), {B, 1}));
+// The fused layer core against mlx-lm's composition (conv, SiLU, normalize_qk, compute_g, the
+// per-token ops recurrence, the gated RMSNorm): grouped heads, a padded batch with lengths, a
+// conv state and a recurrent state carried in.
+TEST(GatedDeltaCore, MatchesMlxLmComposition) {
+  const int B = 2, S = 23, Hk = 2, Hv = 4, Dk = 16, Dv = 8, K = 4, C = 2 * Hk * Dk + Hv * Dv;
+  const float eps = 1e-6f;
+  auto qkv = randn({B, S, C}, 1), z = randn({B, S, Hv * Dv}, 2);
+  auto b = randn({B, S, Hv}, 3), a = randn({B, S, Hv}, 4);
+  auto conv_state = randn({B, K - 1, C}, 5), state = randn({B, Hv, Dv, Dk}, 6, 0.1f);
+  auto conv_w = randn({C, K, 1}, 7, 0.5f), a_log = randn({Hv}, 8, 0.5f), dt_bias = randn({Hv}, 9);
+  auto norm_w = mx::add(mx::array(1.f), randn({Dv}, 10, 0.2f));
+  // Row 1 is right-padded after 17 tokens (a batch prefill's lengths and mask).
+  auto lengths = mx::array({S, 17});
+  auto mask = mx::less(mx::arange(S), mx::reshape(lengths, {B, 1}));
   auto ctx = std::make_shared<const kernels::KernelContext>();
-  for (bool masked : {false, true}) {
-    auto m = masked ? std::optional<mx::array>(mask) : std::nullopt;
-    auto ref = gated_delta_ops(q, k, v, g, beta, state, m);
-    auto got = kernels::gated_delta(q, k, v, g, beta, state, m, ctx);
+  for (bool padded : {false, true}) {
+    auto m = padded ? std::optional<mx::array>(mask) : std::nullopt;
+    auto l = padded ? std::optional<mx::array>(lengths) : std::nullopt;
+    auto got = kernels::gated_delta_core(qkv, z, b, a, conv_state, state, conv_w, a_log, dt_bias, norm_w, m, l,
+                                         {Hk, Hv, Dk, Dv, K, eps}, ctx);
     ASSERT_TRUE(got.has_value());
-    EXPECT_LT(max_abs_diff(got->second, ref.second), 1e-5f) << "state, masked=" << masked;
-    // The outputs of real tokens (a padding token's output is never read).
-    auto keep = mx::expand_dims(m ? *m : mx::full({B, T}, true), {2, 3});
-    EXPECT_LT(max_abs_diff(mx::where(keep, got->first, mx::array(0.f)), mx::where(keep, ref.first, mx::array(0.f))),
-              1e-5f)
-        << "outputs, masked=" << masked;
+    // The reference, op by op as qwen3_5.py's GatedDeltaNet composes them.
+    auto x = m ? mx::where(mx::expand_dims(*m, -1), qkv, mx::array(0.f)) : qkv;
+    auto xin = mx::concatenate({conv_state, x}, 1);
+    auto co = mx::conv1d(xin, conv_w, 1, 0, 1, C);
+    co = mx::multiply(co, mx::sigmoid(co));
+    auto part = [&](int lo, int hi, int h, int d) {
+      return mx::reshape(mx::slice(co, {0, 0, lo}, {B, S, hi}), {B, S, h, d});
+    };
+    const float inv = 1.f / std::sqrt(static_cast<float>(Dk));
+    auto q = mx::multiply(mx::array(inv * inv), mx::fast::rms_norm(part(0, Hk * Dk, Hk, Dk), std::nullopt, 1e-6f * inv * inv));
+    auto k = mx::multiply(mx::array(inv), mx::fast::rms_norm(part(Hk * Dk, 2 * Hk * Dk, Hk, Dk), std::nullopt, 1e-6f * inv * inv));
+    auto v = part(2 * Hk * Dk, C, Hv, Dv);
+    auto g = gated_delta_decay(a_log, a, dt_bias);
+    auto [y, st] = gated_delta_ops(q, k, v, g, mx::sigmoid(b), state, m);
+    auto zz = mx::reshape(z, {B, S, Hv, Dv});
+    auto out = mx::multiply(mx::fast::rms_norm(y, norm_w, eps), mx::multiply(zz, mx::sigmoid(zz)));
+    out = mx::reshape(out, {B, S, Hv * Dv});
+    EXPECT_LT(max_abs_diff((*got)[2], st), 1e-5f) << "state, padded=" << padded;
+    auto keep = mx::expand_dims(m ? *m : mx::full({B, S}, true), -1);
+    EXPECT_LT(max_abs_diff(mx::where(keep, (*got)[0], mx::array(0.f)), mx::where(keep, out, mx::array(0.f))), 1e-4f)
+        << "outputs, padded=" << padded;
+    // The conv state ends at each row's length (the last K - 1 inputs without lengths).
+    for (int r = 0; r < B; ++r) {
+      const int end = padded ? (r == 0 ? S : 17) : S;
+      auto want = mx::slice(xin, {r, end, 0}, {r + 1, end + K - 1, C});
+      EXPECT_EQ(max_abs_diff(mx::slice((*got)[1], {r, 0, 0}, {r + 1, K - 1, C}), want), 0.f) << "row " << r;
+    }
   }
-  // Not its inputs: float16 falls back to the ops.
-  EXPECT_FALSE(kernels::gated_delta(mx::astype(q, mx::float16), k, v, g, beta, state, std::nullopt, ctx).has_value());
+  // Not its inputs: float16 falls back to the stock composition.
+  EXPECT_FALSE(kernels::gated_delta_core(mx::astype(qkv, mx::float16), z, b, a, conv_state, state, conv_w, a_log,
+                                         dt_bias, norm_w, std::nullopt, std::nullopt, {Hk, Hv, Dk, Dv, K, eps}, ctx)
+                   .has_value());
 }
 
 // A Hugging Face layout (norms stored as w - 1, [C, 1, K] conv kernels) is refused with the file
