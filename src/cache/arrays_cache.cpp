@@ -115,17 +115,23 @@ int64_t BatchArraysCache::nbytes() const { return slots_bytes(slots_); }
 
 std::vector<mx::array> BatchArraysCache::state() const { return present(slots_); }
 
-void BatchArraysCache::prepare(const std::vector<int>&, const std::vector<int>& lengths, const std::vector<int>&) {
-  // ArraysCache.prepare(lengths=...) takes only the lengths.
+void BatchArraysCache::prepare(const std::vector<int>&, const std::vector<int>& lengths,
+                               const std::vector<int>& right_padding) {
+  // ArraysCache.prepare(lengths=...) takes only the lengths (the state skips padded tokens).
   if (lengths.empty()) return;
-  if (static_cast<int>(lengths.size()) != batch_size()) {
+  if (static_cast<int>(lengths.size()) != batch_size() ||
+      (!right_padding.empty() && static_cast<int>(right_padding.size()) != batch_size())) {
     throw Error(fmt::format("[BatchArraysCache::prepare] {} lengths for a batch of {}", lengths.size(), batch_size()));
   }
   lengths_ = lengths;
   lengths_arr_ = int_array(lengths_);
+  right_padding_ = right_padding;
 }
 
 void BatchArraysCache::finalize() {
+  // Each row has seen its own tokens: the padding counted by advance() comes off its offset.
+  for (size_t i = 0; i < right_padding_.size(); ++i) offsets_[i] -= right_padding_[i];
+  right_padding_.clear();
   lengths_.clear();
   lengths_arr_.reset();
   std::fill(left_padding_.begin(), left_padding_.end(), 0);
@@ -146,6 +152,7 @@ void BatchArraysCache::filter(const std::vector<int>& keep) {
   pick(left_padding_);
   pick(offsets_);
   pick(lengths_);
+  pick(right_padding_);
   lengths_arr_ = lengths_.empty() ? std::nullopt : std::optional<mx::array>(int_array(lengths_));
 }
 

@@ -102,7 +102,8 @@ class BatchArraysCache final : public BatchCacheBase, public RecurrentState {
 
  private:
   std::vector<std::optional<mlx::core::array>> slots_;
-  std::vector<int> lengths_;  // host copy of lengths_arr_ (empty: none)
+  std::vector<int> lengths_;        // host copy of lengths_arr_ (empty: none)
+  std::vector<int> right_padding_;  // of the padded prefill in progress (finalize() subtracts it)
   std::optional<mlx::core::array> lengths_arr_;
 };
 

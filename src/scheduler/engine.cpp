@@ -8,6 +8,7 @@
 #include <mlx/transforms.h>
 #include <spdlog/spdlog.h>
 
+#include "cache/arrays_cache.h"
 #include "core/errors.h"
 #include "generate/generator.h"
 #include "generate/token_mask.h"
@@ -303,7 +304,12 @@ void Engine::finish_row(RowId id, const std::string& reason, std::optional<Layer
     // The caches hold the prompt and every token returned (the eos included).
     std::vector<int> tokens = a.job.req.prompt;
     tokens.insert(tokens.end(), row.generated.begin(), row.generated.end());
-    cache_.insert(tokens, std::move(*caches));
+    // A recurrent state cannot be trimmed to its key: stored only when it holds exactly these tokens.
+    const bool exact = std::all_of(caches->begin(), caches->end(), [&](const auto& c) {
+      return recurrent_state(c.get()) == nullptr || c->offset() == static_cast<int>(tokens.size());
+    });
+    if (exact) cache_.insert(tokens, std::move(*caches));
+    else spdlog::debug("request {}: recurrent caches do not end at the key; not stored", row.job);
   }
   a.job.sink(std::move(fin));
   if (--a.open == 0) finish_job(row.job);

@@ -5,6 +5,7 @@ Each snapshot is what mlx-lm itself would save (config.json + safetensors + inde
 """
 import copy
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -14,6 +15,8 @@ from mlx.utils import tree_flatten
 from mlx_lm.models import (gemma3, gemma3_text, glm4, glm4_moe, granite, llama, minicpm, ministral3, mistral3, olmo2,
                             phi3, qwen2, qwen3, qwen3_5, qwen3_5_moe, qwen3_moe, qwen3_next, smollm3)
 from mlx_lm.utils import quantize_model, save_config, save_model
+
+from fixtures import fixture_dir
 
 BASE = {
     "hidden_size": 128,
@@ -260,6 +263,14 @@ QWEN3_NEXT = {
     "norm_topk_prob": False,
 }
 
+# Qwen3.5 at the real Qwen3 vocabulary with its tokenizer and chat template (npm fixture): what
+# `mlxcpp chat` / `serve` run in tests/e2e/test_qwen3_5.py. Random weights: the text is noise.
+QWEN3_5_CHAT = {**QWEN3_5_TEXT, "model_type": "qwen3_5", "hidden_size": 64, "head_dim": 16, "intermediate_size": 128,
+                "linear_key_head_dim": 16, "linear_value_head_dim": 16, "vocab_size": 151936,
+                "tie_word_embeddings": True}
+# Snapshots that get a fixture's tokenizer.json and tokenizer_config.json.
+TOKENIZERS = {"qwen3_5-chat-q4g64": "qwen3"}
+
 # name -> (config, quantization: None | (bits, group_size[, mode]) | "mixed")
 SPECS = {
     "llama-bf16": (LLAMA, None),
@@ -315,6 +326,7 @@ SPECS = {
     "qwen3_5-moe-q4g64": (QWEN3_5_MOE, (4, 64)),
     "qwen3-next-bf16": (QWEN3_NEXT, None),
     "qwen3-next-q4g64": (QWEN3_NEXT, (4, 64)),
+    "qwen3_5-chat-q4g64": (QWEN3_5_CHAT, (4, 64)),
 }
 
 MODULES = {
@@ -399,6 +411,11 @@ def main(out):
         path = root / name
         save_model(path, model)
         save_config(cfg, config_path=path / "config.json")
+        if name in TOKENIZERS:
+            src = Path(fixture_dir(TOKENIZERS[name]))
+            for f in ("tokenizer.json", "tokenizer_config.json"):
+                shutil.copyfile(src / f, path / f)
+            continue  # its eos comes from the tokenizer config
         with open(path / "generation_config.json", "w") as f:
             json.dump({"eos_token_id": [2, 3]}, f)
     # A sharded copy of llama-q4g64: two files and the index, as large snapshots come.
