@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "chat/tool_grammar.h"
 #include "scheduler/model_text.h"
 #include "server/api_error.h"
 
@@ -176,6 +177,7 @@ PreparedCall render_chat(const sched::ServedModel& m, const ChatCall& call) {
       p.prompt_text += out.forced_prefix;
       out.starts_in_reasoning = false;
     }
+    p.tool_grammar = tool_call_grammar(m.tool_format, out.tools, call.tool_choice);
   }
   auto ids = m.tokenizer.encode(p.prompt_text, false);
   p.request.prompt.assign(ids.begin(), ids.end());
@@ -185,6 +187,18 @@ PreparedCall render_chat(const sched::ServedModel& m, const ChatCall& call) {
 
 PreparedCall prepare_chat(const sched::Engine& engine, const ChatCall& call, const ServerDefaults& d) {
   PreparedCall p = render_chat(engine.model(), call);
+  if (p.tool_grammar) {  // a forced or strict call: held to the tools' grammar
+    if (call.gen.grammar) {
+      throw FieldError(call.gen.grammar_param, fmt::format("'{}' cannot be combined with a forced or strict tool call",
+                                                           call.gen.grammar_param));
+    }
+    GenParams gen = call.gen;
+    gen.grammar = p.tool_grammar;
+    gen.grammar_param = "tools";
+    finish_gen_params(gen, engine.model(), d, p.request);
+    engine.check_admission(p.request.prompt.size(), p.request.max_tokens);
+    return p;
+  }
   finish_gen_params(call.gen, engine.model(), d, p.request);
   engine.check_admission(p.request.prompt.size(), p.request.max_tokens);
   return p;

@@ -52,6 +52,9 @@ struct ChatCall {
 struct PreparedCall {
   sched::Request request;
   std::string prompt_text;  // the rendered prompt (echo, debugging)
+  // A forced call (tool_choice required / named) or strict tools under "auto": the grammar the
+  // output follows (chat/tool_grammar.h); nullopt where the format has none or nothing is strict.
+  std::optional<GrammarSpec> tool_grammar;
 };
 
 // Reads the sampling fields shared by the OpenAI-shaped bodies: temperature, top_p, top_k, min_p,

@@ -209,6 +209,7 @@ void read_tools(const Fields& f, ChatCall& call) {
     Json fn = {{"name", name}};
     if (auto d = t.str("description")) fn["description"] = *d;
     fn["parameters"] = *schema;
+    if (auto st = t.boolean("strict")) fn["strict"] = *st;  // strict tool use: input held to input_schema
     call.tools.push_back(Json{{"type", "function"}, {"function", std::move(fn)}});
   }
 }

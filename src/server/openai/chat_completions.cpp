@@ -97,6 +97,7 @@ std::vector<Json> parse_tools(const Fields& f, const std::string& key) {
     out["name"] = name;
     if (auto d = ff.str("description")) out["description"] = *d;
     if (const Json* p = ff.object("parameters")) out["parameters"] = *p;
+    if (auto st = ff.boolean("strict")) out["strict"] = *st;  // arguments held to the schema (chat/tool_grammar.h)
     tools.push_back(Json{{"type", "function"}, {"function", out}});
   }
   return tools;

@@ -126,7 +126,7 @@ std::vector<Json> read_tools(const Fields& body, Json& echo) {
     if (def["name"].get<std::string>().empty()) fn.fail("name", "must not be empty");
     if (auto d = fn.str("description")) def["description"] = *d;
     def["parameters"] = fn.object("parameters") ? *fn.object("parameters") : Json{{"type", "object"}, {"properties", Json::object()}};
-    if (auto s = fn.boolean("strict")) def["strict"] = *s;
+    def["strict"] = fn.boolean("strict").value_or(true);  // the Responses API's default
     tools.push_back(Json{{"type", "function"}, {"function", def}});
     Json flat = Json{{"type", "function"}};
     for (const auto& [k, v] : def.items()) flat[k] = v;

@@ -1,0 +1,105 @@
+#include "chat/tool_grammar.h"
+
+#include <algorithm>
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace mlxcpp {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+// A Lark string literal of `s` (Lark strings use JSON's syntax).
+std::string lit(const std::string& s) { return nlohmann::json(s).dump(); }
+
+// The tool's arguments as an inline JSON schema: its parameters when strict, else any object;
+// compact (no free whitespace between tokens: a call is read by a parser, not a person).
+std::string args_rule(const ojson& fn) {
+  ojson schema = ojson{{"type", "object"}};
+  if (fn.value("strict", false) && fn.contains("parameters") && fn["parameters"].is_object()) {
+    schema = fn["parameters"];
+  }
+  schema["x-guidance"] = ojson{{"whitespace_flexible", false}};
+  return "%json " + schema.dump();
+}
+
+// `s` as a literal inside a Lark /regex/.
+std::string regex_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (std::string_view("\\.+*?()|[]{}^$").find(c) != std::string_view::npos) out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+struct Format {
+  std::string open;       // what opens a call (the text the forced prefix starts with)
+  std::string name_head;  // between `open` and the quoted name
+  std::string args_head;  // between the name and the arguments
+  std::string close;      // after the arguments
+  std::string not_text;   // what free text must not contain ("auto": where a call begins)
+};
+
+std::optional<Format> format_of(ToolCallFormat f) {
+  switch (f) {
+    case ToolCallFormat::kHermes:
+      return Format{"<tool_call>\n", "{\"name\": ", ", \"arguments\": ", "}\n</tool_call>", "<tool_call>"};
+    case ToolCallFormat::kLlama3Json:
+      return Format{"", "{\"name\": ", ", \"parameters\": ", "}", "{\"name\""};
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+std::optional<GrammarSpec> tool_call_grammar(ToolCallFormat format, const std::vector<ojson>& functions,
+                                             const std::string& choice) {
+  auto f = format_of(format);
+  if (!f || functions.empty()) return std::nullopt;
+  const bool any_strict = std::any_of(functions.begin(), functions.end(), [](const ojson& fn) {
+    return fn.value("strict", false);
+  });
+  if (choice == "auto" && !any_strict) return std::nullopt;
+  // What the prompt already ends with (a forced call's opening; under "auto", the trigger the
+  // free text's last lexeme ends with), and each candidate call's head (opening, name, up to
+  // its arguments) past it.
+  const std::string prefix = choice == "auto" ? f->not_text
+                                              : forced_tool_call_prefix(format, choice == "required" ? "" : choice);
+  std::string rules, alts;
+  int i = 0;
+  for (const auto& fn : functions) {
+    const std::string name = fn.value("name", std::string());
+    if (choice != "auto" && choice != "required" && name != choice) continue;
+    const std::string head = f->open + f->name_head + nlohmann::json(name).dump() + f->args_head;
+    if (head.compare(0, prefix.size(), prefix) != 0) return std::nullopt;  // the prefix is not this format's
+    const std::string rest = head.substr(prefix.size());
+    rules += fmt::format("args_{}: {}\n", i, args_rule(fn));
+    alts += fmt::format("{}{}args_{} {}", alts.empty() ? "" : " | ", rest.empty() ? "" : lit(rest) + " ", i,
+                        lit(f->close));
+    ++i;
+  }
+  if (i == 0) return std::nullopt;
+  std::string g;
+  if (choice == "auto") {
+    // Free text that never holds the trigger (TEXT), or text up to its first trigger (OPEN: one
+    // lexeme, so the lexer ends it exactly there) and then calls, one after another.
+    const std::string t = regex_escape(f->not_text);
+    g = fmt::format("start: TEXT | OPEN fn more*\nmore: \"\\n\"? {} fn\n"
+                    "TEXT: /(.|\\n)*/ & ~/(.|\\n)*{}(.|\\n)*/\n"
+                    "OPEN: /(.|\\n)*{}/ & ~/(.|\\n)*{}(.|\\n)+/\n",
+                    lit(f->not_text), t, t, t);
+  } else {
+    g = "start: fn\n";
+  }
+  g += "fn: " + alts + "\n";
+  return GrammarSpec{GrammarKind::kLark, g + rules, -1};
+}
+
+}  // namespace mlxcpp

@@ -1,0 +1,27 @@
+// Tool calls constrained by a grammar (llguidance's Lark, JSON schemas inline): a forced call
+// (tool_choice "required" or a tool's name) follows the model's own call format exactly, its
+// arguments the tool's schema where the tool is strict (any JSON object otherwise); with
+// tool_choice "auto" and a strict tool, free text runs until a call opens, and the call is then
+// held to the same grammar. The formats whose calls are JSON: Hermes (<tool_call> JSON
+// </tool_call>, Qwen 2.5/3/3.5) and Llama 3 JSON.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "chat/output_parsers.h"
+#include "tokenizer/grammar.h"
+
+namespace mlxcpp {
+
+// `functions`: the tools' "function" objects ({name, parameters, strict}); `choice`: "auto",
+// "required" or a tool's name, the prompt ending with forced_tool_call_prefix(format, name) for
+// the latter two. nullopt where nothing is to be constrained ("auto" without a strict tool) or
+// the format has no grammar here (its forced calls keep the prefix alone).
+std::optional<GrammarSpec> tool_call_grammar(ToolCallFormat format, const std::vector<nlohmann::ordered_json>& functions,
+                                             const std::string& choice);
+
+}  // namespace mlxcpp

