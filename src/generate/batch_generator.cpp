@@ -13,6 +13,7 @@
 
 #include "cache/ragged_kv_cache.h"
 #include "core/errors.h"
+#include "generate/token_mask.h"
 #include "kernels/block_kernels.h"
 #include "kernels/ops.h"
 #include "kernels/qmatmul.h"
@@ -101,6 +102,13 @@ RowId BatchGenerator::insert(BatchRow row) {
   st.tokens = std::move(row.history);
   st.sampler = std::move(row.sampler);
   st.processors = std::move(row.processors);
+  if (row.grammar) {
+    if (row.grammar->mask_words() * 32 < static_cast<size_t>(model_.vocab_size())) {
+      throw RequestError(fmt::format("[batch] the grammar was compiled for {} tokens at most, the model has {}",
+                                     row.grammar->mask_words() * 32, model_.vocab_size()));
+    }
+    st.matcher.emplace(row.grammar->matcher());
+  }
   st.max_tokens = row.max_tokens;
   LayerCaches cache = row.cache.empty() ? model_.make_cache() : std::move(row.cache);
   waiting_.push_back(Waiting{std::move(st), std::move(cache)});
@@ -227,9 +235,30 @@ std::pair<std::vector<int>, std::vector<mx::array>> BatchGenerator::step(GenBatc
   const auto current = *g.next_tokens;
   auto current_lp = std::move(g.next_logprobs);
   const int B = static_cast<int>(g.rows.size());
+  const bool any_grammar =
+      std::any_of(g.rows.begin(), g.rows.end(), [](const RowState& r) { return r.matcher.has_value(); });
+  std::vector<int> fed;  // the tokens this step feeds, on the host (the grammar rows consume them)
+  if (any_grammar) {
+    auto ids = mx::astype(current, mx::int32);
+    mx::eval(ids);
+    fed.assign(ids.data<int32_t>(), ids.data<int32_t>() + ids.size());
+  }
   auto logits = model_(mx::expand_dims(current, 1), &g.cache);
   const int L = logits.shape(1);
   logits = mx::squeeze(mx::slice(logits, {0, L - 1, 0}, {B, L, logits.shape(2)}), 1);
+  // The forward pass runs while the host computes the grammar rows' masks.
+  if (any_grammar) mx::async_eval(logits);
+  std::vector<std::optional<std::vector<uint32_t>>> masks(B);
+  for (int e = 0; any_grammar && e < B; ++e) {
+    auto& r = g.rows[e];
+    if (!r.matcher) continue;
+    if (r.matcher_started && !r.matcher->consume(fed[e])) {
+      throw Error("[batch] the grammar rejected token " + std::to_string(fed[e]) + ": " +
+                  r.matcher->error().value_or("no reason given"));
+    }
+    r.matcher_started = true;
+    masks[e] = r.matcher->compute_mask();
+  }
   std::vector<mx::array> contexts;
   const bool any_processors =
       std::any_of(g.rows.begin(), g.rows.end(), [](const RowState& r) { return !r.processors.empty(); });
@@ -244,7 +273,15 @@ std::pair<std::vector<int>, std::vector<mx::array>> BatchGenerator::step(GenBatc
         contexts.push_back(*r.context);
         for (const auto& p : r.processors) sl = p(*r.context, sl);
       }
+      if (masks[e]) sl = apply_token_mask(sl, *masks[e]);
       rows.push_back(sl);
+    }
+    logits = mx::concatenate(rows, 0);
+  } else if (any_grammar) {
+    std::vector<mx::array> rows;
+    for (int e = 0; e < B; ++e) {
+      auto sl = row_of(logits, e);
+      rows.push_back(masks[e] ? apply_token_mask(sl, *masks[e]) : sl);
     }
     logits = mx::concatenate(rows, 0);
   }

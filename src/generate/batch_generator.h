@@ -18,6 +18,7 @@
 #include "generate/logits_processors.h"
 #include "generate/sampler.h"
 #include "models/model.h"
+#include "tokenizer/grammar.h"
 
 namespace mlxcpp {
 
@@ -29,6 +30,9 @@ struct BatchRow {
   std::vector<int> history; // tokens already in `cache` (the logits processors' context)
   Sampler sampler;          // null: greedy
   std::vector<LogitsProcessor> processors;
+  // Structured output: the row's tokens follow this grammar (masked after the processors). Its
+  // mask for a step is computed on the host while the step's forward pass runs.
+  std::shared_ptr<const Grammar> grammar;
   int max_tokens = 256;     // the row reports finished "length" at this many tokens (< 0: no limit)
 };
 
@@ -100,6 +104,8 @@ class BatchGenerator {
     Sampler sampler;
     std::vector<LogitsProcessor> processors;
     std::optional<mlx::core::array> context;  // processors' history (prompt + inputs)
+    std::optional<GrammarMatcher> matcher;    // BatchRow::grammar's, past the tokens fed so far
+    bool matcher_started = false;             // the first step feeds the last prompt token
     int max_tokens = 0;
     int generated = 0;
   };

@@ -24,28 +24,4 @@ mx::array apply_token_mask(const mx::array& logits, const std::vector<uint32_t>&
   return mx::where(mask, logits, mx::array(-std::numeric_limits<float>::infinity(), logits.dtype()));
 }
 
-LogitsProcessor make_grammar_processor(const std::shared_ptr<const Grammar>& grammar) {
-  struct State {
-    GrammarMatcher matcher;
-    int seen = -1;  // history tokens already consumed (-1: before the first call)
-  };
-  auto state = std::make_shared<State>(State{grammar->matcher()});
-  return [state](const mx::array& tokens, const mx::array& logits) {
-    const int n = static_cast<int>(tokens.size());
-    if (state->seen >= 0 && n > state->seen) {
-      auto added = mx::astype(mx::slice(tokens, {state->seen}, {n}), mx::int32);
-      mx::eval(added);
-      const int32_t* ids = added.data<int32_t>();
-      for (int i = 0; i < n - state->seen; ++i) {
-        if (!state->matcher.consume(ids[i])) {
-          throw Error("[generate] the grammar rejected token " + std::to_string(ids[i]) + ": " +
-                      state->matcher.error().value_or("no reason given"));
-        }
-      }
-    }
-    state->seen = n;
-    return apply_token_mask(logits, state->matcher.compute_mask());
-  };
-}
-
 }  // namespace mlxcpp

@@ -16,10 +16,4 @@ namespace mlxcpp {
 // logits [B, V]; words: bit (i % 32) of words[i / 32] allows token i (the same mask for every row).
 mlx::core::array apply_token_mask(const mlx::core::array& logits, const std::vector<uint32_t>& words);
 
-// The grammar as one row's logits processor (BatchGenerator rows): the first call's history is
-// the prompt; each later call advances a matcher of its own over the tokens added since (reading
-// them waits for the last step) and masks the row's logits [1, V]. Throws Error when a token the
-// grammar forbids reached the history.
-LogitsProcessor make_grammar_processor(const std::shared_ptr<const Grammar>& grammar);
-
 }  // namespace mlxcpp

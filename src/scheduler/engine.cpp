@@ -210,7 +210,7 @@ void Engine::start(Job job) {
       if (sp.temp != 0) row.sampler = make_sampler(sp, std::move(keys));
       else validate_sampler_params(sp);
       row.processors = make_logits_processors(req.processors);
-      if (req.grammar) row.processors.push_back(make_grammar_processor(req.grammar));
+      row.grammar = req.grammar;
       row.max_tokens = req.max_tokens;
       const RowId rid = gen_->insert(std::move(row));
       a->rows.push_back(rid);

@@ -125,24 +125,50 @@ TEST_F(ConstrainedGenerator, ForcedTokensAreFastForwarded) {
   }
 }
 
-TEST_F(ConstrainedGenerator, BatchRowsWithGrammarProcessors) {
+// Batch rows with their own grammars (masks computed on the host while the step's forward runs)
+// next to a free row with a penalty processor: each constrained row matches its grammar, and the
+// free row's tokens are its tokens alone.
+TEST_F(ConstrainedGenerator, BatchRowsWithGrammars) {
   auto loaded = load_model(test::tiny_model_dir("llama-bf16"), ModelOptions::parity_mode());
   const int eos = tok_->eos_token_ids().at(0);
   TokenEnv env(*tok_, {eos});
   auto digits = std::make_shared<const Grammar>(env.compile({GrammarKind::kRegex, "[0-9]{1,6}", -1}));
   auto words = std::make_shared<const Grammar>(env.compile({GrammarKind::kRegex, "(yes|no)", -1}));
+  auto free_row = [] {
+    BatchRow row;
+    row.prompt = {11, 12, 13, 14};
+    LogitsProcessorParams lp;
+    lp.repetition_penalty = 1.3f;
+    row.processors = make_logits_processors(lp);
+    row.max_tokens = 12;
+    return row;
+  };
+  std::vector<int> alone;
+  {
+    BatchGenerator solo(*loaded.model, {});
+    solo.insert(free_row());
+    while (!solo.idle()) {
+      for (const auto& t : solo.next()) alone.push_back(t.token);
+    }
+  }
   BatchGenerator gen(*loaded.model, {});
   std::map<RowId, std::pair<std::string, std::vector<int32_t>>> rows;
   for (const auto& [re, grammar] : {std::pair{"[0-9]{1,6}", digits}, std::pair{"(yes|no)", words}}) {
     BatchRow row;
     row.prompt = {5, 6, 7};
-    row.processors.push_back(make_grammar_processor(grammar));
+    row.grammar = grammar;
     row.max_tokens = 20;
     rows[gen.insert(std::move(row))] = {re, {}};
   }
+  const RowId free_id = gen.insert(free_row());
+  std::vector<int> together;
   size_t open = rows.size();
-  while (open > 0) {
+  while (!gen.idle()) {
     for (const auto& t : gen.next()) {
+      if (t.row == free_id) {
+        together.push_back(t.token);
+        continue;
+      }
       auto& [re, ids] = rows.at(t.row);
       ASSERT_FALSE(t.length) << "row " << t.row << " did not end: " << tok_->decode(ids);
       if (t.token == eos) {
@@ -154,6 +180,8 @@ TEST_F(ConstrainedGenerator, BatchRowsWithGrammarProcessors) {
       }
     }
   }
+  EXPECT_EQ(open, 0u);
+  EXPECT_EQ(together, alone);
 }
 
 }  // namespace
