@@ -40,6 +40,40 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 struct ConvertFamilyTable {
+  // qwen3_5.py / qwen3_5_moe.py / qwen3_next.py: GatedDeltaNet's parameters (dt_bias and A_log
+  // sit between its modules), the decoder layer's attention first and mlp last, Qwen3NextMLP's
+  // gate/down/up, the sparse block's gate, switch_mlp, shared_expert, shared_expert_gate; the
+  // router and shared-expert gate at 8 bits (quant_predicate; no such modules in a dense model).
+  template <class Add>
+  static void add_gated_deltanet(Add& add) {
+    const ConvertFamily::Children layers{"layers", {"linear_attn", "self_attn", "input_layernorm", "post_attention_layernorm", "mlp"}};
+    const ConvertFamily::Children mlp{"mlp", {"gate", "switch_mlp", "shared_expert", "shared_expert_gate", "gate_proj", "down_proj", "up_proj"}};
+    const ConvertFamily::Children switch_mlp{"switch_mlp", {"gate_proj", "up_proj", "down_proj"}};
+    const ConvertFamily::Children shared{"shared_expert", {"gate_proj", "down_proj", "up_proj"}};
+    const ConvertFamily::Children qwen3_5_attn{
+        "linear_attn", {"conv1d", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "dt_bias", "A_log", "norm", "out_proj"}};
+    const ConvertFamily::Children next_attn{"linear_attn", {"conv1d", "in_proj_qkvz", "in_proj_ba", "dt_bias", "A_log", "norm", "out_proj"}};
+    for (const char* type : {"qwen3_5", "qwen3_5_moe", "qwen3_next"}) {
+      ConvertFamily& f = add(type);
+      const bool next = std::string(type) == "qwen3_next";
+      f.children_ = {layers, next ? next_attn : qwen3_5_attn, mlp, switch_mlp, shared};
+      f.eight_bit_ = {"mlp.gate", "shared_expert_gate"};
+      if (next) continue;  // qwen3_next has no cast_predicate: its A_log is cast like the rest
+      f.no_cast_ = {"A_log"};
+      // TextModelArgs.__post_init__ renames rope_parameters' rope_type to type in the dict the
+      // config holds (text_config, or the config itself when flat), and mlx-lm saves that dict.
+      f.patch_ = [](ojson& c) {
+        ojson& text = c.contains("text_config") && c["text_config"].is_object() ? c["text_config"] : c;
+        if (!text.contains("rope_parameters") || !text["rope_parameters"].is_object()) return;
+        ojson& rope = text["rope_parameters"];
+        if (rope.contains("type") || !rope.contains("rope_type")) return;
+        ojson v = rope["rope_type"];
+        rope.erase("rope_type");
+        rope["type"] = v;
+      };
+    }
+  }
+
   static std::map<std::string, ConvertFamily> build() {
     std::map<std::string, ConvertFamily> t;
     auto add = [&](const std::string& type) -> ConvertFamily& {
@@ -75,6 +109,7 @@ struct ConvertFamilyTable {
                           {"switch_mlp", {"gate_proj", "up_proj", "down_proj"}},
                           {"shared_experts", {"gate_proj", "up_proj", "down_proj"}}};
     glm4_moe.no_cast_ = {"e_score_correction_bias"};
+    add_gated_deltanet(add);
     return t;
   }
 };

@@ -245,13 +245,21 @@ void dequantize(Snapshot& s, HfConvertReport& r) {
   s.config.erase("quantization_config");
 }
 
-// get_total_parameters: a quantized module counts weight.size * 32 / bits (+ its bias).
+// get_total_parameters: the parameters of leaf modules only (a GatedDeltaNet's own dt_bias and
+// A_log are not counted); a quantized module counts weight.size * 32 / bits (+ its bias).
 uint64_t total_parameters(const Snapshot& s, const std::map<std::string, int>& bits_of) {
+  std::set<std::string> parents;  // modules holding a submodule with parameters
+  for (const auto& [k, _] : s.weights) {
+    for (std::string m = module_of(module_of(k)); !m.empty(); m = module_of(m)) {
+      if (!parents.insert(m).second) break;
+    }
+  }
   uint64_t n = 0;
   for (const auto& [k, v] : s.weights) {
     const std::string m = module_of(k);
     const std::string leaf = k.substr(m.empty() ? 0 : m.size() + 1);
     auto b = bits_of.find(m);
+    if (parents.count(m)) continue;
     if (b == bits_of.end()) {
       n += v.size();
     } else if (leaf == "weight") {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <mlx/ops.h>
 
+#include "artifacts/hf_sanitize_qwen3_5.h"
 #include "core/errors.h"
 
 namespace mx = mlx::core;
@@ -77,6 +78,8 @@ void sanitize_weights(const ojson& config, std::map<std::string, mx::array>& wei
     std::erase_if(weights, [&](const auto& kv) { return kv.first.rfind(mtp, 0) == 0; });
   }
   if (type == "gemma3" || type == "mistral3") sanitize_multimodal(type, weights);
+  if (type == "qwen3_5" || type == "qwen3_5_moe") sanitize_qwen3_5(config, weights);
+  if (type == "qwen3_next") sanitize_qwen3_next(config, weights);
   // minicpm.py: a checkpoint without a head gets the embedding as its head.
   if (type == "minicpm" && !weights.count("lm_head.weight") && weights.count("model.embed_tokens.weight")) {
     weights.insert_or_assign("lm_head.weight", weights.at("model.embed_tokens.weight"));
@@ -90,8 +93,8 @@ void sanitize_weights(const ojson& config, std::map<std::string, mx::array>& wei
   for (auto it = weights.begin(); it != weights.end();) {
     const std::string& name = it->first;
     if (std::regex_search(name, kPerExpert)) {
-      throw WeightError(fmt::format("tensor '{}': per-expert tensors (the HF layout) are stacked for qwen3_moe and "
-                                    "glm4_moe only, not {} (use mlx_lm.convert for this one)", name, type));
+      throw WeightError(fmt::format("tensor '{}': per-expert tensors (the HF layout) are stacked for qwen3_moe, "
+                                    "glm4_moe and qwen3_next only, not {} (use mlx_lm.convert for this one)", name, type));
     }
     const bool drop = name.find("rotary_emb.inv_freq") != std::string::npos || (tied && name == head);
     it = drop ? weights.erase(it) : std::next(it);

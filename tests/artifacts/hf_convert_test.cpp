@@ -105,7 +105,11 @@ INSTANTIATE_TEST_SUITE_P(
                       "glm4-moe-q4g64", "glm4-moe-float32", "glm4-moe-dequantize", "qwen3-moe-mixed-dequantize",
                       "smollm3-dequantize", "llama-swa-q4g64", "qwen3-untied-dequantize", "llama-mixed-requantize",
                       "llama-torch-dtype", "llama-sanitize", "qwen3-moe-hf-q4g64", "glm4-moe-hf-bf16", "mistral3-hf-q4g64",
-                      "gemma3-vision-q4g64", "minicpm-headless-q4g64", "llama-sharded-q8g32", "gemma3-text-dtype-float32"),
+                      "gemma3-vision-q4g64", "minicpm-headless-q4g64", "llama-sharded-q8g32", "gemma3-text-dtype-float32",
+                      "qwen3_5-q4g64", "qwen3_5-mixed_3_6", "qwen3_5-float16", "qwen3_5-mxfp4", "qwen3_5-dequantize",
+                      "qwen3_5-moe-dequantize", "qwen3_5-moe-q4g64", "qwen3_5-moe-mixed_2_6", "qwen3_5-moe-float32",
+                      "qwen3-next-q4g64", "qwen3-next-float16", "qwen3-next-dequantize", "qwen3_5-hf-bf16",
+                      "qwen3_5-hf-q4g64", "qwen3_5-moe-hf-q4g64", "qwen3-next-hf-bf16", "qwen3-next-hf-q4g64"),
     case_name);
 
 TEST(PythonJson, FloatsAsRepr) {

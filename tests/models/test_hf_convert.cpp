@@ -56,7 +56,10 @@ INSTANTIATE_TEST_SUITE_P(Cases, HfConvertLogits,
                          ::testing::Values(make_case("llama-q4g64", "llama-bf16"),
                                            make_case("llama-mixed_3_6", "llama-bf16", "mixed_3_6"),
                                            make_case("qwen3-moe-q4g64", "qwen3-moe-bf16"),
-                                           make_case("glm4-moe-q4g64", "glm4-moe-bf16")),
+                                           make_case("glm4-moe-q4g64", "glm4-moe-bf16"),
+                                           make_case("qwen3_5-q4g64", "qwen3_5-bf16"),
+                                           make_case("qwen3_5-moe-q4g64", "qwen3_5-moe-bf16"),
+                                           make_case("qwen3-next-q4g64", "qwen3-next-bf16")),
                          [](const auto& info) {
                            std::string s = info.param.name;
                            for (auto& ch : s) {

@@ -84,11 +84,35 @@ CASES = {
     "gemma3-text-dtype-float32": ("gemma3-text-dtype", {}),
     # minicpm without lm_head.weight: the embedding becomes the head.
     "minicpm-headless-q4g64": ("minicpm-headless", AFFINE_Q4),
+    # Qwen3.5 (nested text_config, language_model.*), Qwen3.5-MoE, Qwen3-Next: the gated-DeltaNet
+    # layout's order; the MoE routers and shared-expert gates at 8 bits (quant_predicate); A_log
+    # kept as it is on a dtype cast (qwen3_5's cast_predicate; qwen3_next has none).
+    "qwen3_5-q4g64": ("qwen3_5-bf16", AFFINE_Q4),
+    "qwen3_5-mixed_3_6": ("qwen3_5-bf16", {"quantize": True, "q_group_size": 64, "quant_predicate": "mixed_3_6"}),
+    "qwen3_5-float16": ("qwen3_5-bf16", {"dtype": "float16"}),
+    "qwen3_5-mxfp4": ("qwen3_5-bf16", {"quantize": True, "q_mode": "mxfp4"}),
+    "qwen3_5-dequantize": ("qwen3_5-q4g64", {"dequantize": True}),
+    "qwen3_5-moe-dequantize": ("qwen3_5-moe-q4g64", {"dequantize": True}),
+    "qwen3_5-moe-q4g64": ("qwen3_5-moe-bf16", AFFINE_Q4),
+    "qwen3_5-moe-mixed_2_6": ("qwen3_5-moe-bf16", {"quantize": True, "quant_predicate": "mixed_2_6"}),
+    "qwen3_5-moe-float32": ("qwen3_5-moe-bf16", {"dtype": "float32"}),
+    "qwen3-next-q4g64": ("qwen3-next-bf16", AFFINE_Q4),
+    "qwen3-next-float16": ("qwen3-next-bf16", {"dtype": "float16"}),
+    "qwen3-next-dequantize": ("qwen3-next-q4g64", {"dequantize": True}),
+    # Their HF layouts: conv1d [C,1,K], norms stored minus one, model.language_model.* names,
+    # vision and MTP tensors, qwen3_5_moe's fused experts.gate_up_proj, qwen3_next's per-expert
+    # tensors; A_log float32 with text_config.dtype / torch_dtype bfloat16 as the cast target.
+    "qwen3_5-hf-bf16": ("qwen3_5-hf", {}),
+    "qwen3_5-hf-q4g64": ("qwen3_5-hf", AFFINE_Q4),
+    "qwen3_5-moe-hf-q4g64": ("qwen3_5-moe-hf", AFFINE_Q4),
+    "qwen3-next-hf-bf16": ("qwen3-next-hf", {}),
+    "qwen3-next-hf-q4g64": ("qwen3-next-hf", AFFINE_Q4),
 }
 # Written with make_shards' limit at SHARD_BYTES instead of 5 GiB (mlxcpp: max_shard_bytes).
 SHARDED = {"llama-sharded-q8g32": ("llama-bf16", {"quantize": True, "q_bits": 8, "q_group_size": 32})}
 SHARD_BYTES = 100_000
-LOGITS = ["llama-q4g64", "llama-mixed_3_6", "qwen3-moe-q4g64", "glm4-moe-q4g64"]
+LOGITS = ["llama-q4g64", "llama-mixed_3_6", "qwen3-moe-q4g64", "glm4-moe-q4g64", "qwen3_5-q4g64", "qwen3_5-moe-q4g64",
+          "qwen3-next-q4g64"]
 
 
 def small_shards(weights):
@@ -172,7 +196,71 @@ def mistral3_hf_names(w):
     return out
 
 
-# Inputs made from another input: name -> (source, how).
+QWEN_NORMS = (".input_layernorm.weight", ".post_attention_layernorm.weight", "model.norm.weight", ".q_norm.weight",
+              ".k_norm.weight")
+
+
+def qwen_hf_common(w):
+    """What the HF Qwen3.5 / Qwen3-Next checkpoints store: conv1d [C,1,K], the RMSNorm weights
+    minus one (qwen3_5.py / qwen3_next.py sanitize add it back), A_log float32, MTP weights."""
+    out = {}
+    for k, v in w.items():
+        if "conv1d.weight" in k:
+            v = v.swapaxes(1, 2)
+        elif k.endswith(QWEN_NORMS) and v.ndim == 1:
+            v = v - 1.0
+        elif k.endswith("A_log"):
+            v = v.astype(mx.float32)
+        out[k] = v
+    out["mtp.fc.weight"] = mx.ones((8, 8), dtype=mx.bfloat16)
+    out["mtp.layers.0.input_layernorm.weight"] = mx.ones((8,), dtype=mx.bfloat16)
+    return out
+
+
+def qwen3_5_hf_names(w):
+    """Transformers' Qwen3_5ForConditionalGeneration names plus a vision tower; qwen3_5_moe's
+    experts fused as experts.gate_up_proj [E, 2I, H] and experts.down_proj."""
+    out = {"model.visual.patch_embed.proj.weight": mx.ones((4, 4), dtype=mx.bfloat16)}
+    for k, v in qwen_hf_common(w).items():
+        if k.startswith("language_model.model."):
+            k = "model.language_model." + k[len("language_model.model."):]
+        elif k.startswith("language_model."):
+            k = k[len("language_model."):]
+        out[k] = v
+    for k in [k for k in out if k.endswith(".switch_mlp.gate_proj.weight")]:
+        prefix = k[: -len(".switch_mlp.gate_proj.weight")]
+        gate, up = out.pop(k), out.pop(f"{prefix}.switch_mlp.up_proj.weight")
+        out[f"{prefix}.experts.gate_up_proj"] = mx.concatenate([gate, up], axis=-2)
+        out[f"{prefix}.experts.down_proj"] = out.pop(f"{prefix}.switch_mlp.down_proj.weight")
+    return out
+
+
+def qwen3_5_hf_config(c):
+    text = c.get("text_config", c)
+    text = {**text, "dtype": "bfloat16"}
+    base = c if "text_config" in c else {"model_type": c["model_type"]}
+    return {**base, "text_config": text, "vision_config": {"model_type": "qwen3_5", "depth": 1}}
+
+
+def qwen3_next_hf(w):
+    out = {}
+    for k, v in qwen_hf_common(w).items():
+        if ".switch_mlp." in k:
+            for e in range(v.shape[0]):
+                out[k.replace(".switch_mlp.", f".experts.{e}.")] = v[e]
+        else:
+            out[k] = v
+    return out
+
+
+def dequantized(src, dst):
+    from mlx_lm.convert import convert
+
+    with redirect_stdout(StringIO()):
+        convert(str(src), str(dst), dequantize=True)
+
+
+# Inputs made from another input, in order (one may be made from an earlier one): name -> (source, how).
 DERIVED = {
     "llama-torch-f16": ("llama-bf16", torch_f16),
     "llama-extra-tensors": ("llama-bf16", extra_tensors),
@@ -183,6 +271,11 @@ DERIVED = {
     "gemma3-text-dtype": ("gemma3-nested-untied-bf16", lambda src, dst: rewrite(
         src, dst, lambda w: w, lambda c: {**c, "text_config": {**c["text_config"], "dtype": "float32"}})),
     "minicpm-headless": ("minicpm-bf16", lambda src, dst: rewrite(src, dst, lambda w: {k: v for k, v in w.items() if k != "lm_head.weight"})),
+    # No bf16 Qwen3.5-MoE among the tiny models: mlx_lm.convert's dequantization of the q4g64 one.
+    "qwen3_5-moe-bf16": ("qwen3_5-moe-q4g64", dequantized),
+    "qwen3_5-hf": ("qwen3_5-bf16", lambda src, dst: rewrite(src, dst, qwen3_5_hf_names, qwen3_5_hf_config)),
+    "qwen3_5-moe-hf": ("qwen3_5-moe-bf16", lambda src, dst: rewrite(src, dst, qwen3_5_hf_names, qwen3_5_hf_config)),
+    "qwen3-next-hf": ("qwen3-next-bf16", lambda src, dst: rewrite(src, dst, qwen3_next_hf, lambda c: {**c, "torch_dtype": "bfloat16"})),
 }
 
 
@@ -193,8 +286,10 @@ def main(golden):
     root = golden / "convert"
     shutil.rmtree(root, ignore_errors=True)
     (root / "out").mkdir(parents=True)
-    sources = {DERIVED[m][0] if m in DERIVED else m for m, _ in CASES.values()}
-    for model in sorted(sources | {m for m, _ in CASES.values() if m not in DERIVED}):
+    def base(m):
+        return base(DERIVED[m][0]) if m in DERIVED else m
+
+    for model in sorted({base(m) for m, _ in CASES.values()} | {base(m) for m in DERIVED}):
         dst = root / "in" / model
         shutil.copytree(golden / "models" / model, dst)
         write_tokenizer(dst)
