@@ -203,6 +203,24 @@ TEST_F(HfConvertErrors, Qwen3MoeHfLayoutMissingExpert) {
   expect_contains(refused<WeightError>(), {"model.layers.1.mlp.experts.5.down_proj.weight", "missing", "8 experts"});
 }
 
+TEST_F(HfConvertErrors, Qwen3_5MoeFusedExpertsWithoutDownProj) {
+  in_ = tmp_ / "qwen3_5-moe-hf";
+  fs::copy(goldens() / "in" / "qwen3_5-moe-hf", in_, fs::copy_options::recursive);
+  auto w = mx::load_safetensors((in_ / "model.safetensors").string()).first;
+  w.erase("model.language_model.layers.2.mlp.experts.down_proj");
+  mx::save_safetensors((in_ / "model.safetensors").string(), w, {{"format", "mlx"}});
+  expect_contains(refused<WeightError>(), {"language_model.model.layers.2.mlp.experts.down_proj", "missing", "gate_up_proj"});
+}
+
+TEST_F(HfConvertErrors, Qwen3NextHfLayoutMissingExpert) {
+  in_ = tmp_ / "qwen3-next-hf";
+  fs::copy(goldens() / "in" / "qwen3-next-hf", in_, fs::copy_options::recursive);
+  auto w = mx::load_safetensors((in_ / "model.safetensors").string()).first;
+  w.erase("model.layers.3.mlp.experts.7.gate_proj.weight");
+  mx::save_safetensors((in_ / "model.safetensors").string(), w, {{"format", "mlx"}});
+  expect_contains(refused<WeightError>(), {"model.layers.3.mlp.experts.7.gate_proj.weight", "missing", "8 experts"});
+}
+
 TEST_F(HfConvertErrors, QuantizeAndDequantize) {
   HfConvertOptions o;
   o.quantize = o.dequantize = true;
