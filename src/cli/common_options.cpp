@@ -1,5 +1,6 @@
 #include "cli/common_options.h"
 
+#include <algorithm>
 #include <iostream>
 #include <sstream>
 
@@ -116,6 +117,18 @@ void print_stats(const GenerationStats& stats) {
       "peak memory: {:.3f} GB | finish: {}\n",
       stats.prompt_tokens, stats.prompt_tps, stats.generation_tokens, stats.generation_tps, stats.peak_memory_gb,
       stats.finish_reason);
+  if (stats.mask_seconds.empty()) return;
+  // Structured output: what computing the token masks cost (on the host, while the forward runs).
+  auto us = stats.mask_seconds;
+  for (auto& v : us) v *= 1e6;
+  const double first = us.front();
+  std::sort(us.begin(), us.end());
+  auto pct = [&](double p) { return us[std::min(us.size() - 1, static_cast<size_t>(p * (us.size() - 1) + 0.5))]; };
+  double sum = 0;
+  for (double v : us) sum += v;
+  std::cerr << fmt::format("grammar: {} masks, mean {:.1f} us, p50 {:.1f} us, p99 {:.1f} us, max {:.1f} us | "
+                           "first mask {:.1f} us after a {:.1f} us matcher\n",
+                           us.size(), sum / us.size(), pct(0.5), pct(0.99), us.back(), first, stats.matcher_seconds * 1e6);
 }
 
 void end_answer(const GenerationStats& stats) {

@@ -1,6 +1,7 @@
 #include "generate/generator.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include <mlx/memory.h>
 #include <mlx/ops.h>
@@ -38,7 +39,9 @@ Generator::Generator(const Model& model, std::vector<int> prompt, Sampler sample
       throw RequestError("[generate] the grammar was compiled for " + std::to_string(opts_.grammar->mask_words() * 32) +
                          " tokens at most, the model has " + std::to_string(model_.vocab_size()));
     }
+    const auto t0 = std::chrono::steady_clock::now();
     matcher_.emplace(opts_.grammar->matcher());
+    matcher_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   if (!processors_.empty() && !opts_.history.empty()) {
     tokens_ = mx::array(opts_.history.data(), {static_cast<int>(opts_.history.size())}, mx::int32);
@@ -73,7 +76,12 @@ std::pair<mx::array, mx::array> Generator::sample(mx::array logits, const mx::ar
     for (const auto& p : processors_) logits = p(*tokens_, logits);
   }
   maybe_quantize();
-  if (matcher_) logits = apply_token_mask(logits, matcher_->compute_mask());
+  if (matcher_) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto mask = matcher_->compute_mask();
+    mask_seconds_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    logits = apply_token_mask(logits, mask);
+  }
   // mlx-lm: logits - mx.logsumexp(logits, keepdims=True); fast mode: one primitive of ours.
   auto fast = kernels::log_softmax(logits, model_.fast_path());
   auto logprobs = fast ? *fast : mx::subtract(logits, mx::logsumexp(logits, /*keepdims=*/true));

@@ -57,6 +57,10 @@ class Generator {
 
   LayerCaches& caches() { return caches_; }
   int prompt_tokens() const { return static_cast<int>(prompt_.size()); }
+  // Under a grammar: seconds each token mask took to compute (in order; the first includes the
+  // matcher's first use), and the matcher's creation.
+  const std::vector<double>& mask_seconds() const { return mask_seconds_; }
+  double matcher_seconds() const { return matcher_seconds_; }
 
  private:
   std::pair<mlx::core::array, mlx::core::array> step(const mlx::core::array& input);
@@ -76,6 +80,8 @@ class Generator {
   std::optional<mlx::core::array> y_, logprobs_;
   std::optional<GrammarMatcher> matcher_;  // with opts_.grammar
   std::deque<GeneratedToken> forced_;      // fast-forwarded tokens not yet returned
+  std::vector<double> mask_seconds_;
+  double matcher_seconds_ = 0;
   int n_ = 0;
   bool started_ = false;
 };

@@ -45,6 +45,8 @@ GenerationStats stream_generate(const Model& model, const GenerationRequest& req
   double gen_time = seconds(tic, clock::now());
   stats.generation_tps = gen_time > 0 ? stats.generation_tokens / gen_time : 0;
   stats.peak_memory_gb = static_cast<double>(mx::get_peak_memory()) / 1e9;
+  stats.mask_seconds = gen.mask_seconds();
+  stats.matcher_seconds = gen.matcher_seconds();
   return stats;
 }
 

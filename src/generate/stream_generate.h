@@ -31,6 +31,9 @@ struct GenerationStats {
   double generation_tps = 0;  // tokens after the first / time since the first
   double peak_memory_gb = 0;  // mx::get_peak_memory() / 1e9
   std::string finish_reason;  // "stop" or "length"
+  // Under a grammar: each token mask's compute time (seconds, in order), the matcher's creation.
+  std::vector<double> mask_seconds;
+  double matcher_seconds = 0;
 };
 
 // Calls on_token for each generated token; return false from it to stop early.
