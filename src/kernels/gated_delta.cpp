@@ -11,6 +11,7 @@
 
 #include "core/errors.h"
 #include "kernels/array_access.h"
+#include "kernels/vec_ops.h"
 
 namespace mx = mlx::core;
 
@@ -20,15 +21,6 @@ namespace {
 
 // softplus as nn.softplus: logaddexp(x, 0).
 inline float softplus(float x) { return std::max(x, 0.f) + std::log1p(std::exp(-std::abs(x))); }
-inline float silu(float x) { return x / (1.f + std::exp(-x)); }
-
-// x[0..n) *= scale / sqrt(mean(x^2) + eps) (mx.fast.rms_norm without a weight, then a scale).
-void rms_scale(float* x, int n, float eps, float scale) {
-  float ss = 0.f;
-  for (int i = 0; i < n; ++i) ss += x[i] * x[i];
-  const float r = scale / std::sqrt(ss / static_cast<float>(n) + eps);
-  for (int i = 0; i < n; ++i) x[i] *= r;
-}
 
 // A [B, T] bool mask read through its strides into `scratch`.
 const bool* read_mask(const mx::array& m, int B, int T, std::vector<uint8_t>& scratch) {
@@ -113,18 +105,28 @@ void GatedDeltaCorePrimitive::eval_cpu(const std::vector<mx::array>& inputs, std
       }
     }
     const float inv = 1.f / std::sqrt(static_cast<float>(Dk)), inv2 = inv * inv, l2_eps = 1e-6f * inv2;
+    const VecOps& vo = vec_ops(ctx->isa());
+    // The kernel tap by tap ([K][C]), so the conv runs along contiguous channels.
+    std::vector<float> wt(static_cast<size_t>(K) * C), ones(static_cast<size_t>(std::max(C, Dv)), 1.f);
+    for (int c = 0; c < C; ++c) {
+      for (int j = 0; j < K; ++j) wt[static_cast<size_t>(j) * C + c] = w[static_cast<size_t>(c) * K + j];
+    }
     ctx->pool().parallel_for(B * S, [&](int task) {
       const int r = task / S, t = task % S;
       const float* x = xin.data() + static_cast<size_t>(r) * L * C + static_cast<size_t>(t) * C;
       float* o = co.data() + (static_cast<size_t>(r) * S + t) * C;
-      for (int c = 0; c < C; ++c) {
-        float acc = 0.f;
-        for (int j = 0; j < K; ++j) acc += x[static_cast<size_t>(j) * C + c] * w[static_cast<size_t>(c) * K + j];
-        o[c] = silu(acc);
+      std::fill(o, o + C, 0.f);
+      for (int j = 0; j < K; ++j) {
+        const float* xj = x + static_cast<size_t>(j) * C;
+        const float* wj = wt.data() + static_cast<size_t>(j) * C;
+        for (int c = 0; c < C; ++c) o[c] += xj[c] * wj[c];
       }
-      for (int h = 0; h < Hk; ++h) {
-        rms_scale(o + static_cast<size_t>(h) * Dk, Dk, l2_eps, inv2);
-        rms_scale(o + static_cast<size_t>(Hk + h) * Dk, Dk, l2_eps, inv);
+      vo.silu_mul(o, ones.data(), o, C);
+      for (int h = 0; h < 2 * Hk; ++h) {
+        float* v = o + static_cast<size_t>(h) * Dk;
+        const float scale = h < Hk ? inv2 : inv;
+        const float rs = scale / std::sqrt(vo.sum_squares(v, Dk) / static_cast<float>(Dk) + l2_eps);
+        for (int i = 0; i < Dk; ++i) v[i] *= rs;
       }
     });
     float* cs = out[1].data<float>();
@@ -151,28 +153,12 @@ void GatedDeltaCorePrimitive::eval_cpu(const std::vector<mx::array>& inputs, std
         const float bt = 1.f / (1.f + std::exp(-bb[gi]));
         const bool keep = mask == nullptr || mask[static_cast<size_t>(r) * S + t];
         float* yt = y + (static_cast<size_t>(r) * S + t) * Hv * Dv + static_cast<size_t>(h) * Dv;
-        for (int i = 0; i < Dv; ++i) {
-          float* row = st + static_cast<long>(i) * Dk;
-          float sk = 0.f;
-          for (int j = 0; j < Dk; ++j) sk += row[j] * kt[j];
-          const float delta = (vt[i] - gt * sk) * bt;
-          float o = 0.f;
-          if (keep) {
-            for (int j = 0; j < Dk; ++j) {
-              row[j] = gt * row[j] + delta * kt[j];
-              o += row[j] * qt[j];
-            }
-          } else {
-            for (int j = 0; j < Dk; ++j) o += (gt * row[j] + delta * kt[j]) * qt[j];
-          }
-          yt[i] = o;
-        }
+        for (int i = 0; i < Dv; ++i) yt[i] = vo.delta_rule_row(st + static_cast<long>(i) * Dk, kt, qt, gt, vt[i], bt, Dk, keep);
         // Qwen3NextRMSNormGated: rms_norm(y, norm_w) * silu(z).
-        float ss = 0.f;
-        for (int i = 0; i < Dv; ++i) ss += yt[i] * yt[i];
-        const float rn = 1.f / std::sqrt(ss / static_cast<float>(Dv) + sh.eps);
+        const float rn = 1.f / std::sqrt(vo.sum_squares(yt, Dv) / static_cast<float>(Dv) + sh.eps);
         const float* zt = z + (static_cast<size_t>(r) * S + t) * Hv * Dv + static_cast<size_t>(h) * Dv;
-        for (int i = 0; i < Dv; ++i) yt[i] = yt[i] * rn * nw[i] * silu(zt[i]);
+        for (int i = 0; i < Dv; ++i) yt[i] *= rn * nw[i];
+        vo.silu_mul(zt, yt, yt, Dv);
       }
     });
   });

@@ -388,13 +388,33 @@ float max_value256(const float* x, long n) {
   return m;
 }
 
+float delta_rule_row256(float* row, const float* k, const float* q, float g, float v, float beta, int n, bool keep) {
+  const float delta = (v - g * dot256(row, k, n)) * beta;
+  const __m256 gv = _mm256_set1_ps(g), dv = _mm256_set1_ps(delta);
+  __m256 acc = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 r = _mm256_fmadd_ps(dv, _mm256_loadu_ps(k + i), _mm256_mul_ps(gv, _mm256_loadu_ps(row + i)));
+    if (keep) _mm256_storeu_ps(row + i, r);
+    acc = _mm256_fmadd_ps(r, _mm256_loadu_ps(q + i), acc);
+  }
+  float out = Avx2::reduce(acc);
+  for (; i < n; ++i) {
+    const float r = std::fma(delta, k[i], g * row[i]);
+    if (keep) row[i] = r;
+    out = std::fma(r, q[i], out);
+  }
+  return out;
+}
+
 }  // namespace
 
 const VecOps& vec_ops_avx2() {
   static const VecOps ops{axpy256<float>,         sumsq256,                  attend_group256<float>,
                           attend_tile256<float>,  sum_exp256,                silu_mul256,
                           gelu_mul256,            attend_group256<uint16_t>, attend_tile256<uint16_t>,
-                          to_half256,             to_half_exact256,          max_value256};
+                          to_half256,             to_half_exact256,          max_value256,
+                          delta_rule_row256};
   return ops;
 }
 

@@ -42,6 +42,9 @@ struct VecOps {
   bool (*to_half_exact)(const float* x, uint16_t* y, long n);
   // The largest of n > 0 values (+0 and -0 alike), NaN if any is NaN.
   float (*max_value)(const float* x, long n);
+  // One row of a gated delta-rule state (n = Dk floats) for one token: delta = (v - g row.k) beta,
+  // row' = g row + delta k (written back when `keep`), returns row'.q.
+  float (*delta_rule_row)(float* row, const float* k, const float* q, float g, float v, float beta, int n, bool keep);
 
 };
 

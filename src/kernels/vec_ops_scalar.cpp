@@ -105,6 +105,19 @@ float max_value(const float* x, long n) {
   return m;
 }
 
+float delta_rule_row(float* row, const float* k, const float* q, float g, float v, float beta, int n, bool keep) {
+  float sk = 0.f;
+  for (int i = 0; i < n; ++i) sk += row[i] * k[i];
+  const float delta = (v - g * sk) * beta;
+  float out = 0.f;
+  for (int i = 0; i < n; ++i) {
+    const float r = g * row[i] + delta * k[i];
+    if (keep) row[i] = r;
+    out += r * q[i];
+  }
+  return out;
+}
+
 }  // namespace
 
 const VecOps& vec_ops_scalar() {
@@ -119,7 +132,8 @@ const VecOps& vec_ops_scalar() {
                           attend_tile<uint16_t>,
                           to_half,
                           to_half_exact,
-                          max_value};
+                          max_value,
+                          delta_rule_row};
   return ops;
 }
 
