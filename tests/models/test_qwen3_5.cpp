@@ -11,6 +11,7 @@
 #include "cache/arrays_cache.h"
 #include "core/errors.h"
 #include "golden_model.h"
+#include "kernels/cpu_features.h"
 #include "kernels/gated_delta.h"
 #include "models/model.h"
 #include "nn/gated_delta.h"
@@ -115,8 +116,12 @@ TEST(GatedDeltaCore, MatchesMlxLmComposition) {
   // Row 1 is right-padded after 17 tokens (a batch prefill's lengths and mask).
   auto lengths = mx::array({S, 17});
   auto mask = mx::less(mx::arange(S), mx::reshape(lengths, {B, 1}));
-  auto ctx = std::make_shared<const kernels::KernelContext>();
+  for (auto isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512})
   for (bool padded : {false, true}) {
+    if (!kernels::isa_supported(isa)) continue;
+    kernels::KernelOptions ko;
+    ko.isa = isa;
+    auto ctx = std::make_shared<const kernels::KernelContext>(ko);
     auto m = padded ? std::optional<mx::array>(mask) : std::nullopt;
     auto l = padded ? std::optional<mx::array>(lengths) : std::nullopt;
     auto got = kernels::gated_delta_core(qkv, z, b, a, conv_state, state, conv_w, a_log, dt_bias, norm_w, m, l,
@@ -139,6 +144,7 @@ TEST(GatedDeltaCore, MatchesMlxLmComposition) {
     auto zz = mx::reshape(z, {B, S, Hv, Dv});
     auto out = mx::multiply(mx::fast::rms_norm(y, norm_w, eps), mx::multiply(zz, mx::sigmoid(zz)));
     out = mx::reshape(out, {B, S, Hv * Dv});
+    SCOPED_TRACE(kernels::isa_name(isa));
     EXPECT_LT(max_abs_diff((*got)[2], st), 1e-5f) << "state, padded=" << padded;
     auto keep = mx::expand_dims(m ? *m : mx::full({B, S}, true), -1);
     EXPECT_LT(max_abs_diff(mx::where(keep, (*got)[0], mx::array(0.f)), mx::where(keep, out, mx::array(0.f))), 1e-4f)
@@ -151,6 +157,7 @@ TEST(GatedDeltaCore, MatchesMlxLmComposition) {
     }
   }
   // Not its inputs: float16 falls back to the stock composition.
+  auto ctx = std::make_shared<const kernels::KernelContext>();
   EXPECT_FALSE(kernels::gated_delta_core(mx::astype(qkv, mx::float16), z, b, a, conv_state, state, conv_w, a_log,
                                          dt_bias, norm_w, std::nullopt, std::nullopt, {Hk, Hv, Dk, Dv, K, eps}, ctx)
                    .has_value());
