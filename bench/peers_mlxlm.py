@@ -90,7 +90,7 @@ def main():
         model.set_dtype(mx.float32)
     asked = [int(d) for d in a.decode_depths.split(",") if d] or [a.prompt_tokens]
     depths = [d if d == a.prompt_tokens else max(1, d) for d in asked]
-    ids = prompts(a.batch, max(depths + [a.prompt_tokens]), config["vocab_size"], a.seed)
+    ids = prompts(a.batch, max(depths + [a.prompt_tokens]), config.get("vocab_size") or config["text_config"]["vocab_size"], a.seed)
 
     def measure(tokens, gen):
         if a.batch == 1:

