@@ -8,6 +8,7 @@
 #include <mlx/ops.h>
 
 #include "cache/arrays_cache.h"
+#include "cache/batch_quantized_kv_cache.h"
 #include "cache/batch_rotating_kv_cache.h"
 #include "cache/cache_ops.h"
 #include "cache/rotating_kv_cache.h"
@@ -286,6 +287,20 @@ std::unique_ptr<BatchKVCache> BatchKVCache::merge(const std::vector<const KVCach
   return cache;
 }
 
+std::unique_ptr<BatchKVCache> BatchKVCache::with_state(mx::array keys, mx::array values, int idx,
+                                                       std::vector<int> left_padding, std::vector<int> offsets) {
+  if (left_padding.size() != offsets.size() || keys.ndim() != 4 || keys.shape(0) != static_cast<int>(offsets.size()) ||
+      idx < 0 || idx > keys.shape(2)) {
+    throw Error("[BatchKVCache::with_state] buffers, padding and offsets disagree");
+  }
+  auto c = std::make_unique<BatchKVCache>(std::move(left_padding));
+  c->offsets_ = std::move(offsets);
+  c->keys_ = std::move(keys);
+  c->values_ = std::move(values);
+  c->idx_ = idx;
+  return c;
+}
+
 int64_t BatchKVCache::nbytes() const { return cache_detail::buffer_bytes(keys_, values_); }
 
 std::vector<mx::array> BatchKVCache::state() const {
@@ -303,14 +318,23 @@ std::unique_ptr<BatchCacheBase> merge_layer_caches(const std::vector<const KVCac
   std::vector<const KVCache*> kv;
   std::vector<const RotatingKVCache*> rot;
   std::vector<const ArraysCache*> arrays;
+  std::vector<const QuantizedKVCache*> quantized;
   for (const auto* c : caches) {
     if (const auto* a = dynamic_cast<const ArraysCache*>(c)) {
       arrays.push_back(a);
       continue;
     }
+    if (const auto* q = dynamic_cast<const QuantizedKVCache*>(c)) {
+      quantized.push_back(q);
+      continue;
+    }
     if (const auto* k = dynamic_cast<const KVCache*>(c)) kv.push_back(k);
     else if (const auto* r = dynamic_cast<const RotatingKVCache*>(c)) rot.push_back(r);
-    else throw Error("[merge_layer_caches] only KVCache, RotatingKVCache and ArraysCache layers can be batched");
+    else throw Error("[merge_layer_caches] only KVCache, QuantizedKVCache, RotatingKVCache and ArraysCache layers can be batched");
+  }
+  if (!quantized.empty()) {
+    if (quantized.size() != caches.size()) throw Error("[merge_layer_caches] a layer's caches mix quantized and plain ones");
+    return BatchQuantizedKVCache::merge(quantized);
   }
   if (!arrays.empty()) {
     if (arrays.size() != caches.size()) throw Error("[merge_layer_caches] a layer's caches mix recurrent and KV caches");

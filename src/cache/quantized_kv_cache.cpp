@@ -19,8 +19,6 @@ namespace mlxcpp {
 using cache_detail::seq_assign;
 using cache_detail::seq_slice;
 
-namespace {
-
 QuantizedRows quantize_rows(const mx::array& x, int group_size, int bits) {
   if (x.shape(-1) % group_size != 0) {
     throw RequestError(fmt::format("[kv cache] kv_group_size {} does not divide the head dimension {}", group_size,
@@ -29,6 +27,8 @@ QuantizedRows quantize_rows(const mx::array& x, int group_size, int bits) {
   auto q = mx::quantize(x, group_size, bits);
   return {q.at(0), q.at(1), q.at(2)};
 }
+
+namespace {
 
 QuantizedRows map_rows(const QuantizedRows& r, const std::function<mx::array(const mx::array&)>& f) {
   return {f(r.w), f(r.scales), f(r.biases)};
@@ -70,6 +70,22 @@ std::unique_ptr<QuantizedKVCache> QuantizedKVCache::from(const KVCache& cache, i
     q->values_ = quantize_rows(s[1], group_size, bits);
   }
   return q;
+}
+
+std::unique_ptr<QuantizedKVCache> QuantizedKVCache::from_rows(QuantizedRows keys, QuantizedRows values, int offset,
+                                                              int group_size, int bits) {
+  auto q = std::make_unique<QuantizedKVCache>(group_size, bits);
+  q->offset_ = offset;
+  if (offset > 0) {
+    q->keys_ = std::move(keys);
+    q->values_ = std::move(values);
+  }
+  return q;
+}
+
+std::pair<QuantizedRows, QuantizedRows> QuantizedKVCache::rows() const {
+  if (!keys_) throw Error("[QuantizedKVCache::rows] the cache is empty");
+  return fetch();
 }
 
 void QuantizedKVCache::grow_for(int batch, int heads, int n, int k_dim, int v_dim, mx::Dtype dtype) {

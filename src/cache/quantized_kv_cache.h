@@ -29,19 +29,30 @@ struct KvQuantization {
 // or a negative start.
 void check_kv_quantization(const KvQuantization& q);
 
-// A cache whose keys and values are stored quantized: attention reads them through
-// update_and_fetch_quantized (nn/attention.h cached_attention).
-class QuantizedCache : public KVCacheBase {
+// What attention reads a quantized cache through (nn/attention.h cached_attention), single or
+// batched.
+class QuantizedFetch {
  public:
-  // Dense keys/values cannot come out of such a cache: throws Error.
-  std::pair<mlx::core::array, mlx::core::array> update_and_fetch(const mlx::core::array& keys,
-                                                                 const mlx::core::array& values) override;
+  virtual ~QuantizedFetch() = default;
   // Quantizes the (B, H, S, D) keys/values into the buffers and returns the rows the new
   // queries attend to, of both.
   virtual std::pair<QuantizedRows, QuantizedRows> update_and_fetch_quantized(const mlx::core::array& keys,
                                                                              const mlx::core::array& values) = 0;
-  int group_size() const { return group_size_; }
-  int bits() const { return bits_; }
+  virtual int group_size() const = 0;
+  virtual int bits() const = 0;
+};
+
+// mx.quantize of x along its last axis (RequestError where group_size does not divide it).
+QuantizedRows quantize_rows(const mlx::core::array& x, int group_size, int bits);
+
+// A cache whose keys and values are stored quantized.
+class QuantizedCache : public KVCacheBase, public QuantizedFetch {
+ public:
+  // Dense keys/values cannot come out of such a cache: throws Error.
+  std::pair<mlx::core::array, mlx::core::array> update_and_fetch(const mlx::core::array& keys,
+                                                                 const mlx::core::array& values) override;
+  int group_size() const override { return group_size_; }
+  int bits() const override { return bits_; }
 
  protected:
   QuantizedCache(int group_size, int bits);
@@ -60,6 +71,11 @@ class QuantizedKVCache final : public QuantizedCache {
   // KVCache.to_quantized: the KVCache's whole buffers (rows past its offset included) quantized,
   // same offset. RequestError where group_size does not divide the head dimension.
   static std::unique_ptr<QuantizedKVCache> from(const KVCache& cache, int group_size, int bits);
+  // A cache holding these rows ([1, H, offset, ...] each; a batch row's).
+  static std::unique_ptr<QuantizedKVCache> from_rows(QuantizedRows keys, QuantizedRows values, int offset,
+                                                     int group_size, int bits);
+  // Its rows (the first offset()), of keys and values; Error while empty.
+  std::pair<QuantizedRows, QuantizedRows> rows() const;
 
   std::pair<QuantizedRows, QuantizedRows> update_and_fetch_quantized(const mlx::core::array& keys,
                                                                      const mlx::core::array& values) override;

@@ -57,6 +57,14 @@ BatchGenerator::BatchGenerator(const Model& model, BatchOptions opts) : model_(m
   if (opts_.prefill_batch_size <= 0) throw RequestError("[batch] prefill_batch_size must be positive");
   opts_.completion_batch_size = std::max(opts_.completion_batch_size, opts_.prefill_batch_size);
   if (opts_.min_tail < 0) opts_.min_tail = prefill_min_tail(model);
+  if (opts_.kv_quantization) {
+    check_kv_quantization(*opts_.kv_quantization);
+    if (opts_.kv_quantization->start != 0) {
+      throw RequestError("[batch] quantized KV caches in a batch start at the first token (quantized_kv_start 0)");
+    }
+    if (opts_.ragged > 0) throw Error("[batch] ragged batches hold plain KV caches, not quantized ones");
+    opts_.ragged = 0;
+  }
   if (opts_.ragged != 0) {
     ragged_ = ragged_supported();
     if (!ragged_ && opts_.ragged > 0) {
@@ -111,6 +119,11 @@ RowId BatchGenerator::insert(BatchRow row) {
   }
   st.max_tokens = row.max_tokens;
   LayerCaches cache = row.cache.empty() ? model_.make_cache() : std::move(row.cache);
+  if (const auto& q = opts_.kv_quantization) {  // every plain KV layer held quantized
+    for (auto& c : cache) {
+      if (auto* kv = dynamic_cast<KVCache*>(c.get())) c = QuantizedKVCache::from(*kv, q->group_size, q->bits);
+    }
+  }
   waiting_.push_back(Waiting{std::move(st), std::move(cache)});
   return waiting_.back().row.id;
 }

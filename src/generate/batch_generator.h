@@ -15,6 +15,7 @@
 #include <mlx/array.h>
 
 #include "cache/batch_kv_cache.h"
+#include "cache/quantized_kv_cache.h"
 #include "generate/logits_processors.h"
 #include "generate/sampler.h"
 #include "models/model.h"
@@ -63,6 +64,9 @@ struct BatchOptions {
   int ragged = -1;
   int prefill_batch_size = 8;     // rows prefilled together
   int completion_batch_size = 32; // rows decoding together (at least prefill_batch_size)
+  // Quantized KV caches (--kv-bits / --kv-group-size): every row's plain KV layers quantized from
+  // its first token (BatchQuantizedKVCache; quantized_kv_start must be 0), left-padded batches.
+  std::optional<KvQuantization> kv_quantization;
 };
 
 struct BatchToken {

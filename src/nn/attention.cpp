@@ -65,7 +65,7 @@ mx::array quantized_attention(const mx::array& q_in, const mx::array (&keys)[3],
 mx::array cached_attention(const mx::array& queries, const mx::array& keys, const mx::array& values,
                            KVCacheBase* cache, float scale, const AttentionMask& mask, const kernels::FastPath& fast,
                            std::optional<int> window) {
-  if (auto* qc = dynamic_cast<QuantizedCache*>(cache)) {
+  if (auto* qc = dynamic_cast<QuantizedFetch*>(cache)) {
     auto [k, v] = qc->update_and_fetch_quantized(keys, values);
     const mx::array kq[3] = {k.w, k.scales, k.biases}, vq[3] = {v.w, v.scales, v.biases};
     // The fast path: our kernel reads the packed rows. A window's mask is the kernel's own where

@@ -369,7 +369,8 @@ void Engine::loop() {
                         .min_adaptive_chunk = std::max(1, opts_.min_prefill_chunk),
                         .max_prefill_share = opts_.max_prefill_share,
                         .prefill_batch_size = std::max(1, std::min(opts_.prefill_batch, opts_.max_batch)),
-                        .completion_batch_size = std::max(1, opts_.max_batch)};
+                        .completion_batch_size = std::max(1, opts_.max_batch),
+                        .kv_quantization = opts_.kv_quantization};
   gen_ = std::make_unique<BatchGenerator>(model_.model(), bo);
   for (;;) {
     std::vector<Job> admitted, expired;

@@ -42,6 +42,7 @@ struct EngineOptions {
   // transient (0: no check). A request that does not fit next to the running ones waits.
   int64_t memory_budget = 0;
   bool log_prompts = false;               // debug log of each prompt's text (never logged otherwise)
+  std::optional<KvQuantization> kv_quantization;  // --kv-bits: every row's KV cache quantized
 };
 
 class Engine {

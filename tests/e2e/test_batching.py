@@ -333,3 +333,36 @@ def test_clients_hanging_up_do_not_disturb_the_others(cold, solo_cold):
     finished = after["mlxcpp_requests_finished_total"] - before["mlxcpp_requests_finished_total"]
     assert (cancelled, finished) == (len(hang_up), len(keep))
     assert cold.alive()
+
+
+def test_quantized_kv_cache_requests_batch(start_server):
+    """`serve --kv-bits 8`: every row's KV cache held quantized from its first token, in batches
+    (BatchQuantizedKVCache: mlx-lm's server cannot): concurrent greedy requests equal each alone,
+    a second turn resumes from the quantized prompt cache, and the cache holds fewer bytes."""
+    q = start_server("--kv-bits", "8", "--kv-group-size", "64", *serve_args())
+    plain = start_server(*serve_args())
+    client = sdk(q)
+    asks = [f"Write two sentences about {w}." for w in ("rivers", "copper", "falcons", "lanterns")]
+    alone = [client.chat.completions.create(model=q.model, messages=[{"role": "user", "content": a}], temperature=0,
+                                            max_tokens=24).choices[0].message.content for a in asks]
+    wait_idle(q, 30)
+    got = run_concurrently([lambda a=a: client.chat.completions.create(
+        model=q.model, messages=[{"role": "user", "content": a}], temperature=0,
+        max_tokens=24).choices[0].message.content for a in asks])
+    assert got == alone
+    first = [{"role": "user", "content": "My name is Ada. Remember it."}]
+    r1 = client.chat.completions.create(model=q.model, messages=first, temperature=0, max_tokens=12)
+    turn2 = first + [{"role": "assistant", "content": r1.choices[0].message.content},
+                     {"role": "user", "content": "What is my name?"}]
+    r2 = client.chat.completions.create(model=q.model, messages=turn2, temperature=0, max_tokens=12)
+    assert r2.usage.prompt_tokens_details.cached_tokens >= r1.usage.prompt_tokens - 1
+    # The same requests on a float server: the quantized prompt cache is smaller.
+    pc = sdk(plain)
+    for a in asks + ["My name is Ada. Remember it."]:
+        pc.chat.completions.create(model=plain.model, messages=[{"role": "user", "content": a}], temperature=0,
+                                   max_tokens=24)
+    for a in asks:
+        client.chat.completions.create(model=q.model, messages=[{"role": "user", "content": a}], temperature=0,
+                                       max_tokens=24)
+    assert 0 < metrics(q)["mlxcpp_prompt_cache_bytes"] < metrics(plain)["mlxcpp_prompt_cache_bytes"]
+    assert q.alive()
