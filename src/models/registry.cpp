@@ -36,6 +36,8 @@ const std::vector<FamilyRecord>& families() {
       {"qwen3_5", "qwen3_5", load_qwen3_5},
       {"qwen3_5_moe", "qwen3_5", load_qwen3_5},
       {"qwen3_next", "qwen3_5", load_qwen3_5},
+      {"gemma4_text", "gemma4", load_gemma4},
+      {"gemma4", "gemma4", load_gemma4},
   };
   return kFamilies;
 }
@@ -61,6 +63,8 @@ std::vector<FamilySummary> family_summaries() {
       {"qwen3_5", "text; gated-DeltaNet linear-attention layers (causal conv, delta-rule recurrence in a recurrent "
                   "cache; one fused primitive on the CPU fast path) interleaved with gated full attention, partial "
                   "RoPE, sparse MLPs with a gated shared expert (qwen3_5_moe, qwen3_next)"},
+      {"gemma4", "text (gemma4's text model); sliding and full layers, proportional partial RoPE, q/k/v norms, KV "
+                 "sharing, per-layer input embeddings, logit softcapping"},
   };
   std::vector<FamilySummary> out;
   for (const auto& r : families()) {

@@ -34,5 +34,6 @@ std::vector<FamilySummary> family_summaries();
 std::unique_ptr<Model> load_llama(const Checkpoint& ckpt, const LoadContext& ctx);
 std::unique_ptr<Model> load_gemma3(const Checkpoint& ckpt, const LoadContext& ctx);
 std::unique_ptr<Model> load_qwen3_5(const Checkpoint& ckpt, const LoadContext& ctx);
+std::unique_ptr<Model> load_gemma4(const Checkpoint& ckpt, const LoadContext& ctx);
 
 }  // namespace mlxcpp

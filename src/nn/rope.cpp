@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include <fmt/format.h>
@@ -110,6 +111,19 @@ mx::array su_freqs(const RopeParams& p, const JsonView& s, double* mscale_out) {
   return mx::multiply(factor, freqs);
 }
 
+// ProportionalRoPE (Gemma 4's full-attention layers): factor * base ** (arange(0, rotated, 2) /
+// dims) over the first rotated = int(dims * partial_rotary_factor) dims, inf (no rotation) after.
+mx::array proportional_freqs(const RopeParams& p, const JsonView& s) {
+  const int rotated = static_cast<int>(p.dims * s.number_or("partial_rotary_factor", 1.0));
+  if (rotated > p.dims || rotated < 0) {
+    s.fail("partial_rotary_factor", fmt::format("{} rotates {} of {} dims", s.number_or("partial_rotary_factor", 1.0),
+                                                rotated, p.dims));
+  }
+  auto exponents = mx::divide(mx::arange(0, rotated, 2, mx::float32), mx::array(p.dims));
+  auto freqs = mx::multiply(f32(s.number_or("factor", 1.0)), mx::power(f32(p.base), exponents));
+  return mx::concatenate({freqs, mx::full({(p.dims - rotated) / 2}, std::numeric_limits<float>::infinity())});
+}
+
 }  // namespace
 
 bool Rope::su() const { return type_ == "su" || type_ == "longrope"; }
@@ -133,12 +147,14 @@ Rope Rope::create(const RopeParams& p, const std::optional<JsonView>& scaling) {
     r.freqs_ = llama3_freqs(p, *scaling);
   } else if (r.type_ == "yarn") {
     r.freqs_ = yarn_freqs(p, *scaling, &r.mscale_);
+  } else if (r.type_ == "proportional") {
+    r.freqs_ = proportional_freqs(p, *scaling);
   } else if (r.su()) {
     r.p_.traditional = false;  // SuScaledRoPE always rotates halves
     r.freqs_ = su_freqs(p, *scaling, &r.mscale_);
   } else {
     scaling->fail(scaling->has("type") ? "type" : "rope_type",
-                  fmt::format("'{}' is not supported (known: default, linear, dynamic, llama3, yarn, longrope, su)",
+                  fmt::format("'{}' is not supported (known: default, linear, dynamic, llama3, yarn, longrope, su, proportional)",
                               r.type_));
   }
   if (r.freqs_) mx::eval(*r.freqs_);
@@ -158,7 +174,7 @@ mx::array Rope::scaled_input(const mx::array& x) const {
 template <class Offset>
 mx::array Rope::rotate(const mx::array& x, const Offset& offset) const {
   namespace fast = mx::fast;
-  if (type_ == "llama3") return fast::rope(x, p_.dims, p_.traditional, std::nullopt, 1.0f, offset, freqs_);
+  if (type_ == "llama3" || type_ == "proportional") return fast::rope(x, p_.dims, p_.traditional, std::nullopt, 1.0f, offset, freqs_);
   if (type_ == "yarn" || su()) {
     return fast::rope(scaled_input(x), p_.dims, p_.traditional, std::nullopt, 1.0f, offset, freqs_);
   }

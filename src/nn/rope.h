@@ -1,5 +1,5 @@
 // Rotary embeddings as mlx-lm's rope_utils builds them: default, linear, dynamic (NTK), llama3,
-// yarn and su/longrope (SuScaledRoPE), each ending in one mx.fast.rope call.
+// yarn, su/longrope (SuScaledRoPE) and proportional (Gemma 4), each ending in one mx.fast.rope call.
 #pragma once
 
 #include <memory>

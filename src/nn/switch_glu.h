@@ -38,19 +38,24 @@ class SwitchLinear {
 
 class SwitchGLU {
  public:
-  static SwitchGLU load(const LoadContext& ctx, const std::string& path, int dims, int hidden, int experts);
-  // x [..., dims], indices [..., k] -> [..., k, dims]: down(swiglu(gate(x), up(x))) per chosen
+  // The gated activation act(gate, x): swiglu, or Gemma 4's geglu.
+  using Activation = mlx::core::array (*)(const mlx::core::array& gate, const mlx::core::array& x);
+  static SwitchGLU load(const LoadContext& ctx, const std::string& path, int dims, int hidden, int experts,
+                        Activation act = nullptr);
+  // x [..., dims], indices [..., k] -> [..., k, dims]: down(act(gate(x), up(x))) per chosen
   // expert, as SwitchGLU.__call__ (token/expert pairs sorted by expert when indices.size >= 64).
   mlx::core::array operator()(const mlx::core::array& x, const mlx::core::array& indices) const;
   // (experts(x, indices) * scores[..., None]).sum(-2): one primitive of ours on the fast path
-  // (nullopt where it does not apply; the caller composes the stock ops).
+  // (swiglu only; nullopt where it does not apply: the caller composes the stock ops).
   std::optional<mlx::core::array> weighted(const mlx::core::array& x, const mlx::core::array& indices,
                                            const mlx::core::array& scores, const kernels::FastPath& fast) const;
   void collect(std::vector<mlx::core::array>& out) const;
 
  private:
-  SwitchGLU(SwitchLinear g, SwitchLinear u, SwitchLinear d) : gate_(std::move(g)), up_(std::move(u)), down_(std::move(d)) {}
+  SwitchGLU(SwitchLinear g, SwitchLinear u, SwitchLinear d, Activation act)
+      : gate_(std::move(g)), up_(std::move(u)), down_(std::move(d)), act_(act) {}
   SwitchLinear gate_, up_, down_;
+  Activation act_;  // null: swiglu
 };
 
 }  // namespace mlxcpp

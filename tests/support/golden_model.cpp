@@ -26,7 +26,8 @@ const std::vector<std::string>& tiny_model_names() {
       "ministral3-bf16", "mistral3-q4g64", "mistral3-llama-bf16",
       "qwen3-moe-bf16", "qwen3-moe-q4g64", "qwen3-moe-mixed-q8g32",
       "glm4-bf16", "glm4-q4g64", "glm4-moe-bf16", "glm4-moe-q4g64",
-      "qwen3_5-bf16", "qwen3_5-q4g64", "qwen3_5-moe-q4g64", "qwen3-next-bf16", "qwen3-next-q4g64"};
+      "qwen3_5-bf16", "qwen3_5-q4g64", "qwen3_5-moe-q4g64", "qwen3-next-bf16", "qwen3-next-q4g64",
+      "gemma4-text-bf16", "gemma4-text-q4g64", "gemma4-moe-untied-bf16", "gemma4-moe-untied-q4g64"};
   return kNames;
 }
 

@@ -7,7 +7,8 @@ Writes OUTDIR/logits/<name>.safetensors with, per checkpoint:
   decode_tokens     [16]      greedy tokens fed during decode
   decode_logits     [16, V]   logits of 16 greedy single-token steps after the prefill
   chunked_logits    [20, V]   the same prefill in 3 chunks (7, 7, 6)
-  rotating_logits   [20, V]   RotatingKVCache(max_size=12, keep=4): 10-token prefill, 20 steps
+  rotating_logits   [20, V]   RotatingKVCache(max_size=12, keep=4) in place of each of make_prompt_cache's
+                              caches: 10-token prefill, 20 steps
   rotating_tokens   [20]      (both absent for models with recurrent layers: no rotating cache)
   gen_tokens, gen_logprobs          generate_step greedy, 16 tokens
   gen_chunked_tokens, gen_chunked_logprobs   generate_step with prefill_step_size=8
@@ -61,8 +62,10 @@ def record(path):
     parts = [model(prompt[None, a:b], cache=cache)[0] for a, b in [(0, 7), (7, 14), (14, 20)]]
     g["chunked_logits"] = mx.concatenate(parts, axis=0)
 
-    if not any(isinstance(c, ArraysCache) for c in make_prompt_cache(model)):  # recurrent layers: none
-        cache = [RotatingKVCache(max_size=12, keep=4) for _ in model.layers]
+    # One per cache make_prompt_cache gives (Gemma 4's KV-shared layers have none); none for models
+    # with recurrent layers (no rotating cache for them).
+    if not any(isinstance(c, ArraysCache) for c in make_prompt_cache(model)):
+        cache = [RotatingKVCache(max_size=12, keep=4) for _ in make_prompt_cache(model)]
         logits = model(prompt[None, :10], cache=cache)
         first = int(mx.argmax(logits[0, -1]).item())
         g["rotating_tokens"], g["rotating_logits"] = greedy_steps(model, cache, first, 20)

@@ -12,8 +12,9 @@ from pathlib import Path
 import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
-from mlx_lm.models import (gemma3, gemma3_text, glm4, glm4_moe, granite, llama, minicpm, ministral3, mistral3, olmo2,
-                            phi3, qwen2, qwen3, qwen3_5, qwen3_5_moe, qwen3_moe, qwen3_next, smollm3)
+from mlx_lm.models import (gemma3, gemma3_text, gemma4, gemma4_text, glm4, glm4_moe, granite, llama, minicpm,
+                            ministral3, mistral3, olmo2, phi3, qwen2, qwen3, qwen3_5, qwen3_5_moe, qwen3_moe,
+                            qwen3_next, smollm3)
 from mlx_lm.utils import quantize_model, save_config, save_model
 
 from fixtures import fixture_dir
@@ -211,6 +212,49 @@ GEMMA3_NESTED = {
         "rope_scaling": {"rope_type": "linear", "factor": 8.0},
     },
 }
+# gemma4_text.py: 6 layers, the last 2 KV-shared (layer 4 reads sliding layer 3's keys, layer 5
+# full layer 2's; their MLPs double wide), per-layer input embeddings (6 x 32 per token), head_dim
+# 32 on sliding layers (window 8, default RoPE) and 64 on full ones (proportional RoPE over a
+# quarter of each head), q/k/v norms, attention scale 1, logits softcapped at 30; tied.
+GEMMA4_TEXT = {
+    **BASE,
+    "model_type": "gemma4_text",
+    "num_hidden_layers": 6,
+    "head_dim": 32,
+    "global_head_dim": 64,
+    "rms_norm_eps": 1e-6,
+    "hidden_size_per_layer_input": 32,
+    "vocab_size_per_layer_input": 512,
+    "num_kv_shared_layers": 2,
+    "sliding_window": 8,
+    "layer_types": ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention",
+                    "sliding_attention", "full_attention"],
+    "rope_parameters": {
+        "full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0, "rope_type": "proportional"},
+        "sliding_attention": {"partial_rotary_factor": 1.0, "rope_theta": 10000.0, "rope_type": "default"},
+    },
+    "final_logit_softcapping": 30.0,
+    "tie_word_embeddings": True,
+}
+# The multimodal layout (weights under language_model.) of the 26B: no KV sharing nor per-layer
+# inputs; full layers take values = keys (attention_k_eq_v) with 1 KV head; each layer's dense
+# MLP runs beside a mixture of 8 experts, top 4 (the router at 8 bits, its quant_predicate); untied.
+GEMMA4_MOE = {
+    "model_type": "gemma4",
+    "vocab_size": 512,
+    "text_config": {
+        **{k: v for k, v in GEMMA4_TEXT.items() if k != "vocab_size"},
+        "num_kv_shared_layers": 0,
+        "hidden_size_per_layer_input": 0,
+        "attention_k_eq_v": True,
+        "num_global_key_value_heads": 1,
+        "enable_moe_block": True,
+        "num_experts": 8,
+        "top_k_experts": 4,
+        "moe_intermediate_size": 64,
+        "tie_word_embeddings": False,
+    },
+}
 
 # Qwen3.5: gated-DeltaNet layers 0, 2, 4 and gated full attention 1, 3, 5 (interval 2); 4 value heads
 # over 2 key heads; half of each attention head rotated. The nested (text_config) layout
@@ -327,6 +371,10 @@ SPECS = {
     "qwen3-next-bf16": (QWEN3_NEXT, None),
     "qwen3-next-q4g64": (QWEN3_NEXT, (4, 64)),
     "qwen3_5-chat-q4g64": (QWEN3_5_CHAT, (4, 64)),
+    "gemma4-text-bf16": (GEMMA4_TEXT, None),
+    "gemma4-text-q4g64": (GEMMA4_TEXT, (4, 64)),
+    "gemma4-moe-untied-bf16": (GEMMA4_MOE, None),
+    "gemma4-moe-untied-q4g64": (GEMMA4_MOE, (4, 64)),
 }
 
 MODULES = {
@@ -349,6 +397,8 @@ MODULES = {
     "qwen3_next": qwen3_next,
     "gemma3_text": gemma3_text,
     "gemma3": gemma3,
+    "gemma4_text": gemma4_text,
+    "gemma4": gemma4,
 }
 
 
@@ -362,6 +412,13 @@ def perturb_router(model):
     """glm4_moe's MoEGate starts at zeros (weight and correction bias): every expert would tie."""
     params = [(k, 0.1 * mx.random.normal(v.shape)) for k, v in tree_flatten(model.parameters())
               if k.endswith("mlp.gate.weight") or k.endswith("e_score_correction_bias")]
+    model.load_weights(params, strict=False)
+
+
+def perturb_gemma4_scales(model):
+    """gemma4's layer_scalar and the router's scales start at ones: draw them in [0.5, 1.5)."""
+    params = [(k, mx.random.uniform(0.5, 1.5, v.shape)) for k, v in tree_flatten(model.parameters())
+              if k.endswith(("layer_scalar", "router.scale", "router.per_expert_scale"))]
     model.load_weights(params, strict=False)
 
 
@@ -385,6 +442,9 @@ def build(name, config, quant, seed):
         perturb_norms(model)  # the q/k norms above all
     if config["model_type"] == "glm4_moe":
         perturb_router(model)
+    if config["model_type"].startswith("gemma4"):
+        perturb_norms(model)
+        perturb_gemma4_scales(model)
     model.set_dtype(mx.bfloat16)
     mx.eval(model.parameters())
     config = copy.deepcopy(config)
