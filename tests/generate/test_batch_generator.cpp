@@ -101,7 +101,9 @@ INSTANTIATE_TEST_SUITE_P(Goldens, BatchParity,
                                            Scenario{"qwen3_5_join_leave", "qwen3_5-q4g64"},
                                            Scenario{"qwen3_next_join_leave", "qwen3-next-q4g64"},
                                            Scenario{"granite_join_leave", "granite-q4g64"},
-                                           Scenario{"mistral3_join_leave", "mistral3-q4g64"}),
+                                           Scenario{"mistral3_join_leave", "mistral3-q4g64"},
+                                           Scenario{"gemma4_shared_rings", "gemma4-text-bf16"},
+                                           Scenario{"gemma4_moe_join_leave", "gemma4-moe-untied-q4g64"}),
                          [](const auto& info) { return info.param.name; });
 
 // A greedy row of `prompt` with no cache.

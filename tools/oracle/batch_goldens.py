@@ -64,6 +64,13 @@ SCENARIOS = [
         (9, 0, 10, -1, 0), (17, 0, 7, 6, 0), (3, 0, 12, -1, 1.2), (13, 5, 9, -1, 0), (6, 8, 6, -1, 0)]),
     ("qwen3_next_join_leave", "qwen3-next-q4g64", (5, 2, 3), [
         (11, 0, 9, -1, 0), (4, 0, 8, 4, 0), (15, 3, 7, -1, 0), (7, 5, 10, -1, 0)]),
+    # Gemma 4: KV-shared layers reading their donors' batch caches (window 8: the sliding rings
+    # wrap), per-layer inputs; a row joins after they wrapped.
+    ("gemma4_shared_rings", "gemma4-text-bf16", (5, 3, 4), [
+        (13, 0, 14, -1, 0), (20, 0, 12, -1, 0), (9, 0, 16, 6, 0), (11, 10, 10, -1, 1.3), (4, 12, 6, -1, 0)]),
+    # Gemma 4's MoE layout: k_eq_v full layers, dense MLP + 8 experts (top 4) per layer.
+    ("gemma4_moe_join_leave", "gemma4-moe-untied-q4g64", (6, 2, 3), [
+        (10, 0, 9, -1, 0), (5, 0, 8, 4, 0), (14, 3, 7, -1, 1.2), (7, 5, 10, -1, 0)]),
 ]
 MAX_STEPS = 80
 
