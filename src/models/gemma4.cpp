@@ -25,9 +25,10 @@
 #include "nn/attention.h"
 #include "nn/embedding.h"
 #include "nn/geglu.h"
+#include "nn/gemma4_moe.h"
 #include "nn/norm.h"
+#include "nn/per_layer_inputs.h"
 #include "nn/rope.h"
-#include "nn/switch_glu.h"
 
 namespace mx = mlx::core;
 
@@ -159,13 +160,7 @@ Gemma4Args Gemma4Args::parse(const JsonView& root) {
   return a;
 }
 
-// The compiled helpers of gemma4_text.py (shapeless mx.compile): one trace per process.
-std::vector<mx::array> geglu_impl(const std::vector<mx::array>& in) {
-  return {mx::multiply(gelu_approx(in[0]), in[1])};
-}
-mx::array geglu(const mx::array& gate, const mx::array& x) { return mx::compile(geglu_impl, true)({gate, x})[0]; }
-
-// logit_softcap(softcap, x): tanh(x / softcap) * softcap (softcap a float32 scalar).
+// gemma4_text.logit_softcap(softcap, x), a shapeless mx.compile: tanh(x / softcap) * softcap (softcap a float32 scalar).
 std::vector<mx::array> softcap_impl(const std::vector<mx::array>& in) {
   return {mx::multiply(mx::tanh(mx::divide(in[1], in[0])), in[0])};
 }
@@ -273,72 +268,6 @@ class Attention {
   Rope rope_;
 };
 
-// Router: rms_norm(x, scale / sqrt(hidden)) -> proj -> top-k -> softmax over the k -> times
-// each chosen expert's per_expert_scale.
-class Router {
- public:
-  Router(const Gemma4Args& a, const LoadContext& ctx, const std::string& p)
-      : proj_(Linear::load(ctx, p + ".proj", a.hidden, a.experts, false)),
-        scale_(ctx.take(p + ".scale", {a.hidden})),
-        per_expert_scale_(ctx.take(p + ".per_expert_scale", {a.experts})),
-        eps_(a.eps),
-        top_k_(a.top_k),
-        root_size_(std::pow(static_cast<double>(a.hidden), -0.5)) {}
-
-  // {indices [..., k], weights [..., k]}
-  std::pair<mx::array, mx::array> operator()(const mx::array& x) const {
-    auto n = mx::fast::rms_norm(x, mx::multiply(scale_, scalar(root_size_, scale_.dtype())), eps_);
-    auto scores = proj_(n);
-    const int e = scores.shape(-1);
-    auto part = mx::argpartition(scores, -top_k_, -1);
-    auto start = mx::Shape(part.ndim(), 0), stop = part.shape();
-    start.back() = e - top_k_;
-    auto idx = mx::slice(part, start, stop);
-    auto w = mx::softmax(mx::take_along_axis(scores, idx, -1), -1);
-    return {idx, mx::multiply(w, mx::take(per_expert_scale_, idx, 0))};
-  }
-
-  void collect(std::vector<mx::array>& out) const {
-    proj_.collect(out);
-    out.push_back(scale_);
-    out.push_back(per_expert_scale_);
-  }
-
- private:
-  Linear proj_;
-  mx::array scale_, per_expert_scale_;
-  float eps_;
-  int top_k_;
-  double root_size_;
-};
-
-// The MoE branch beside the dense MLP (26B): its own norms, router and experts.
-struct MoeBranch {
-  Router router;
-  SwitchGLU experts;
-  RMSNorm post_ff_1, pre_ff_2, post_ff_2;
-
-  MoeBranch(const Gemma4Args& a, const LoadContext& ctx, const std::string& p)
-      : router(a, ctx, p + ".router"),
-        experts(SwitchGLU::load(ctx, p + ".experts.switch_glu", a.hidden, a.moe_intermediate, a.experts, geglu)),
-        post_ff_1(RMSNorm::load(ctx, p + ".post_feedforward_layernorm_1", a.hidden, a.eps)),
-        pre_ff_2(RMSNorm::load(ctx, p + ".pre_feedforward_layernorm_2", a.hidden, a.eps)),
-        post_ff_2(RMSNorm::load(ctx, p + ".post_feedforward_layernorm_2", a.hidden, a.eps)) {}
-
-  // post_ff_2(sum_k w_k * expert_k(pre_ff_2(h))), routed on h.
-  mx::array operator()(const mx::array& h) const {
-    auto [idx, w] = router(h);
-    auto y = experts(pre_ff_2(h), idx);
-    return post_ff_2(mx::sum(mx::multiply(mx::expand_dims(w, -1), y), -2));
-  }
-
-  void collect(std::vector<mx::array>& out) const {
-    router.collect(out);
-    experts.collect(out);
-    for (const auto* n : {&post_ff_1, &pre_ff_2, &post_ff_2}) n->collect(out);
-  }
-};
-
 class Block {
  public:
   Block(const Gemma4Args& a, const LoadContext& ctx, const std::string& p, int layer)
@@ -357,7 +286,7 @@ class Block {
       pl_proj_.emplace(Linear::load(ctx, p + ".per_layer_projection", a.per_layer_dim, a.hidden, false));
       pl_norm_.emplace(RMSNorm::load(ctx, p + ".post_per_layer_input_norm", a.hidden, a.eps));
     }
-    if (a.moe) moe_.emplace(a, ctx, p);
+    if (a.moe) moe_.emplace(Gemma4Moe::load(ctx, p, a.hidden, {a.experts, a.top_k, a.moe_intermediate}, a.eps));
   }
 
   mx::array operator()(const mx::array& x, const AttentionMask& mask, KVCacheBase* cache, SharedKV& shared,
@@ -399,7 +328,7 @@ class Block {
   mx::array mlp_residual(const mx::array& h) const {
     if (moe_) {
       auto n = pre_ff_norm_(h);
-      auto h1 = moe_->post_ff_1(down_(geglu(gate_(n), up_(n))));
+      auto h1 = moe_->post_ff_1()(down_(geglu(gate_(n), up_(n))));
       return mx::add(h, post_ff_norm_(mx::add(h1, (*moe_)(h))));
     }
     if (fast_ && pre_ff_norm_.eps() == post_ff_norm_.eps()) {
@@ -422,48 +351,10 @@ class Block {
   mx::array layer_scalar_;
   std::optional<Linear> pl_gate_, pl_proj_;
   std::optional<RMSNorm> pl_norm_;
-  std::optional<MoeBranch> moe_;
+  std::optional<Gemma4Moe> moe_;
 };
 
-// The model-level per-layer inputs (2B/4B): a second embedding of the token ids plus a
-// projection of the scaled embeddings, one hidden_size_per_layer_input slice per layer.
-class PerLayerInputs {
- public:
-  PerLayerInputs(const Gemma4Args& a, const LoadContext& ctx)
-      : layers_(a.layers),
-        dim_(a.per_layer_dim),
-        embed_(Embedding::load(ctx, a.prefix + "model.embed_tokens_per_layer", a.vocab_per_layer, a.layers * dim_)),
-        proj_(Linear::load(ctx, a.prefix + "model.per_layer_model_projection", a.hidden, a.layers * dim_, false)),
-        norm_(RMSNorm::load(ctx, a.prefix + "model.per_layer_projection_norm", dim_, a.eps)),
-        embed_scale_(std::pow(static_cast<double>(dim_), 0.5)),
-        proj_scale_(std::pow(static_cast<double>(a.hidden), -0.5)) {}
-
-  // ids [B, L], h the scaled embeddings [B, L, hidden] -> [B, L, layers, dim].
-  mx::array operator()(const mx::array& ids, const mx::array& h) const {
-    auto e = embed_(ids);
-    e = mx::unflatten(mx::multiply(e, scalar(embed_scale_, e.dtype())), -1, {layers_, dim_});
-    auto p = proj_(h);
-    p = mx::unflatten(mx::multiply(p, scalar(proj_scale_, p.dtype())), -1, {layers_, dim_});
-    p = norm_(p);
-    auto sum = mx::add(p, e);
-    return mx::multiply(sum, scalar(std::pow(2.0, -0.5), sum.dtype()));
-  }
-
-  void collect(std::vector<mx::array>& out) const {
-    embed_.collect(out);
-    proj_.collect(out);
-    norm_.collect(out);
-  }
-
- private:
-  int layers_, dim_;
-  Embedding embed_;
-  Linear proj_;
-  RMSNorm norm_;
-  double embed_scale_, proj_scale_;
-};
-
-  // sanitize(): drops what mlx-lm drops (rotary tables, activation ranges, a shared layer's own
+// sanitize(): drops what mlx-lm drops (rotary tables, activation ranges, a shared layer's own
 // k/v projections and k norm; gemma4: the vision and audio towers).
 void drop_unused(const Gemma4Args& a, const LoadContext& ctx) {
   for (const auto& name : ctx.weights.names()) {
@@ -492,7 +383,10 @@ class Gemma4Model final : public Model {
     for (int i = 0; i < args_.layers; ++i) {
       blocks_.emplace_back(args_, ctx, fmt::format("{}model.layers.{}", args_.prefix, i), i);
     }
-    if (args_.per_layer_dim > 0) per_layer_.emplace(args_, ctx);
+    if (args_.per_layer_dim > 0) {
+      per_layer_.emplace(PerLayerInputs::load(ctx, args_.prefix + "model", args_.vocab_per_layer, args_.layers,
+                                              args_.per_layer_dim, args_.hidden, args_.eps));
+    }
     if (!args_.tie) lm_head_ = Linear::load(ctx, args_.prefix + "lm_head", args_.hidden, args_.vocab, false);
     // previous_kvs: a shared layer reads the last donor layer of its type.
     for (int j = 0; j < args_.layers; ++j) {
@@ -534,10 +428,7 @@ class Gemma4Model final : public Model {
                              : create_attention_mask(n, cache_at(i), args_.sliding_window);
       }
       std::optional<mx::array> layer_input;
-      if (pli) {
-        const int B = pli->shape(0), L = pli->shape(1), P = pli->shape(3);
-        layer_input = mx::reshape(mx::slice(*pli, {0, 0, i, 0}, {B, L, i + 1, P}), {B, L, P});
-      }
+      if (pli) layer_input = PerLayerInputs::layer(*pli, i);
       kvs[i] = kvs[donor_[i]];
       h = blocks_[i](h, *mask, cache_at(i), kvs[i], layer_input);
     }

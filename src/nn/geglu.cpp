@@ -26,6 +26,16 @@ mx::array gelu_approx(const mx::array& x) {
   return mx::compile(gelu_approx_impl, /*shapeless=*/true)({x})[0];
 }
 
+namespace {
+std::vector<mx::array> geglu_impl(const std::vector<mx::array>& in) {
+  return {mx::multiply(gelu_approx(in[0]), in[1])};
+}
+}  // namespace
+
+mx::array geglu(const mx::array& gate, const mx::array& x) {
+  return mx::compile(geglu_impl, /*shapeless=*/true)({gate, x})[0];
+}
+
 GeGLUMLP GeGLUMLP::load(const LoadContext& ctx, const std::string& path, int dims, int hidden) {
   return GeGLUMLP(Linear::load(ctx, path + ".gate_proj", dims, hidden, false),
                   Linear::load(ctx, path + ".up_proj", dims, hidden, false),

@@ -15,6 +15,8 @@ namespace mlxcpp {
 
 // mlx.nn.gelu_approx: a shapeless mx.compile of 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3))).
 mlx::core::array gelu_approx(const mlx::core::array& x);
+// gemma4_text.geglu: a shapeless mx.compile of gelu_approx(gate) * x (gelu_approx inlined).
+mlx::core::array geglu(const mlx::core::array& gate, const mlx::core::array& x);
 
 class GeGLUMLP {
  public:
