@@ -38,7 +38,7 @@ namespace {
 
 struct Gemma4Args {
   std::string prefix;  // "" for gemma4_text, "language_model." for gemma4
-  std::string file;
+  std::string file, rope_field;  // config.json, and rope_parameters' dotted path in it
   int hidden = 0, layers = 0, intermediate = 0, heads = 0, kv_heads = 0, head_dim = 0, global_head_dim = 0;
   std::optional<int> global_kv_heads;
   int vocab = 0, vocab_per_layer = 0, per_layer_dim = 0, kv_shared = 0, sliding_window = 512;
@@ -61,6 +61,7 @@ Gemma4Args Gemma4Args::parse(const JsonView& root) {
   const JsonView c = nested ? root.at("text_config") : root;
   a.prefix = nested ? "language_model." : "";
   a.file = c.file();
+  a.rope_field = c.field("rope_parameters");
   a.vocab = nested ? root.int32_or("vocab_size", 262144) : c.int32_or("vocab_size", 262144);
   a.hidden = c.int32_or("hidden_size", 1536);
   a.layers = c.int32_or("num_hidden_layers", 35);
@@ -93,7 +94,9 @@ Gemma4Args Gemma4Args::parse(const JsonView& root) {
     if (a.top_k <= 0 || a.top_k > a.experts) {
       c.fail("top_k_experts", fmt::format("{} must be in 1..num_experts ({})", a.top_k, a.experts));
     }
-    if (a.moe_intermediate <= 0) c.fail("moe_intermediate_size", fmt::format("{} must be positive", a.moe_intermediate));
+    if (a.moe_intermediate <= 0) {
+      c.fail("moe_intermediate_size", fmt::format("{} must be positive", a.moe_intermediate));
+    }
   }
   if (a.hidden <= 0 || a.layers <= 0 || a.heads <= 0 || a.vocab <= 0 || a.intermediate <= 0 || a.head_dim <= 0 ||
       a.global_head_dim <= 0) {
@@ -133,7 +136,8 @@ Gemma4Args Gemma4Args::parse(const JsonView& root) {
   }
 
   if (a.kv_shared < 0 || a.kv_shared >= a.layers) {
-    c.fail("num_kv_shared_layers", fmt::format("{} must be in 0..num_hidden_layers - 1 ({})", a.kv_shared, a.layers - 1));
+    c.fail("num_kv_shared_layers",
+           fmt::format("{} must be in 0..num_hidden_layers - 1 ({})", a.kv_shared, a.layers - 1));
   }
   for (int j = a.first_shared(); j < a.layers; ++j) {
     bool donor = false;
@@ -160,7 +164,8 @@ Gemma4Args Gemma4Args::parse(const JsonView& root) {
   return a;
 }
 
-// gemma4_text.logit_softcap(softcap, x), a shapeless mx.compile: tanh(x / softcap) * softcap (softcap a float32 scalar).
+// gemma4_text.logit_softcap (a shapeless mx.compile): tanh(x / softcap) * softcap, the cap passed
+// as a float32 scalar.
 std::vector<mx::array> softcap_impl(const std::vector<mx::array>& in) {
   return {mx::multiply(mx::tanh(mx::divide(in[1], in[0])), in[0])};
 }
@@ -228,14 +233,7 @@ class Attention {
       }
     }
     q = rope(mx::transpose(q, {0, 2, 1, 3}), shared.offset);
-    mx::array out = q;
-    if (shared.quantized) {
-      const auto& [k, v] = *shared.quantized;
-      const mx::array kq[3] = {k.w, k.scales, k.biases}, vq[3] = {v.w, v.scales, v.biases};
-      out = quantized_attention(q, kq, vq, 1.0f, mask, shared.group_size, shared.bits);
-    } else {
-      out = scaled_dot_product_attention(q, *shared.k, *shared.v, 1.0f, mask);
-    }
+    auto out = attend(q, mask, shared);
     return o_(mx::reshape(mx::transpose(out, {0, 2, 1, 3}), {B, L, -1}));
   }
 
@@ -248,9 +246,16 @@ class Attention {
   }
 
  private:
+  // Scale 1 (the q/k norms stand in for it); a quantized donor's rows as mlx-lm's quantized SDPA.
+  static mx::array attend(const mx::array& q, const AttentionMask& mask, const SharedKV& kv) {
+    if (!kv.quantized) return scaled_dot_product_attention(q, *kv.k, *kv.v, 1.0f, mask);
+    const auto& [k, v] = *kv.quantized;
+    const mx::array kq[3] = {k.w, k.scales, k.biases}, vq[3] = {v.w, v.scales, v.biases};
+    return quantized_attention(q, kq, vq, 1.0f, mask, kv.group_size, kv.bits);
+  }
   Rope make_rope(const Gemma4Args& a) const {
     const char* key = full_ ? "full_attention" : "sliding_attention";
-    const JsonView params(&(*a.rope_parameters)[key], a.file, std::string("rope_parameters.") + key);
+    const JsonView params(&(*a.rope_parameters)[key], a.file, a.rope_field + "." + key);
     return Rope::create({head_dim_, params.number_or("rope_theta", 10000.0), a.rope_traditional,
                          a.max_position_embeddings}, params);
   }

@@ -24,7 +24,8 @@ PerLayerInputs::PerLayerInputs(int layers, int dim, int hidden, Embedding e, Lin
 
 PerLayerInputs PerLayerInputs::load(const LoadContext& ctx, const std::string& path, int vocab, int layers, int dim,
                                     int hidden, float eps) {
-  return PerLayerInputs(layers, dim, hidden, Embedding::load(ctx, path + ".embed_tokens_per_layer", vocab, layers * dim),
+  return PerLayerInputs(layers, dim, hidden,
+                        Embedding::load(ctx, path + ".embed_tokens_per_layer", vocab, layers * dim),
                         Linear::load(ctx, path + ".per_layer_model_projection", hidden, layers * dim, false),
                         RMSNorm::load(ctx, path + ".per_layer_projection_norm", dim, eps));
 }

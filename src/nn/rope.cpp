@@ -154,7 +154,8 @@ Rope Rope::create(const RopeParams& p, const std::optional<JsonView>& scaling) {
     r.freqs_ = su_freqs(p, *scaling, &r.mscale_);
   } else {
     scaling->fail(scaling->has("type") ? "type" : "rope_type",
-                  fmt::format("'{}' is not supported (known: default, linear, dynamic, llama3, yarn, longrope, su, proportional)",
+                  fmt::format("'{}' is not supported (known: default, linear, dynamic, llama3, yarn, longrope, su, "
+                              "proportional)",
                               r.type_));
   }
   if (r.freqs_) mx::eval(*r.freqs_);
@@ -174,7 +175,9 @@ mx::array Rope::scaled_input(const mx::array& x) const {
 template <class Offset>
 mx::array Rope::rotate(const mx::array& x, const Offset& offset) const {
   namespace fast = mx::fast;
-  if (type_ == "llama3" || type_ == "proportional") return fast::rope(x, p_.dims, p_.traditional, std::nullopt, 1.0f, offset, freqs_);
+  if (type_ == "llama3" || type_ == "proportional") {
+    return fast::rope(x, p_.dims, p_.traditional, std::nullopt, 1.0f, offset, freqs_);
+  }
   if (type_ == "yarn" || su()) {
     return fast::rope(scaled_input(x), p_.dims, p_.traditional, std::nullopt, 1.0f, offset, freqs_);
   }

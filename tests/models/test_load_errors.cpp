@@ -339,9 +339,16 @@ TEST_F(LoadErrors, Gemma4ConfigFields) {
   // Layers 2..5 shared: full layer 2 has no earlier full layer to read.
   edit_config([](json& c) { c["num_kv_shared_layers"] = 4; });
   expect_contains(load_error<ConfigError>(), {config().string(), "field 'num_kv_shared_layers'", "shared layer 2"});
-  edit_config([](json& c) { c["num_kv_shared_layers"] = 2; c["rope_parameters"]["full_attention"]["rope_type"] = "foo"; });
-  expect_contains(load_error<ConfigError>(), {config().string(), "rope_type", "'foo'"});
-  edit_config([](json& c) { c["rope_parameters"]["full_attention"]["rope_type"] = "proportional"; c["enable_moe_block"] = true; });
+  edit_config([](json& c) {
+    c["num_kv_shared_layers"] = 2;
+    c["rope_parameters"]["full_attention"]["rope_type"] = "foo";
+  });
+  expect_contains(load_error<ConfigError>(),
+                  {config().string(), "field 'rope_parameters.full_attention.rope_type'", "'foo'"});
+  edit_config([](json& c) {
+    c["rope_parameters"]["full_attention"]["rope_type"] = "proportional";
+    c["enable_moe_block"] = true;
+  });
   expect_contains(load_error<ConfigError>(), {config().string(), "field 'num_experts'", "missing"});
   edit_config([](json& c) { c["num_experts"] = 4; c["top_k_experts"] = 5; c["moe_intermediate_size"] = 64; });
   expect_contains(load_error<ConfigError>(), {config().string(), "field 'top_k_experts'", "5"});
