@@ -137,6 +137,7 @@ void run_attention(const KernelContext& ctx, const AttentionBlockSpec& s, const 
     rms_norm_rows(v, q, in[s.q_norm].data<float>(), s.eps, rows * s.heads, s.head_dim, q);
     rms_norm_rows(v, k, in[s.k_norm].data<float>(), s.eps, rows * s.kv_heads, s.head_dim, k);
   }
+  if (s.v_norm >= 0) rms_norm_rows(v, val, in[s.v_norm].data<float>(), s.eps, rows * s.kv_heads, s.head_dim, val);
   const bool padded = !s.left_padding.empty();
   std::vector<const void*> row_k, row_v;
   std::vector<int> row_cap;

@@ -77,6 +77,7 @@ struct AttentionBlockSpec {
   bool kv_f16 = false;                    // the caches hold float16 (else float32)
   int q_norm = -1, k_norm = -1;           // input indices of per-head q/k norm weights (-1: none)
   bool qk_norm_full = false;              // OLMo 2: those norms span all heads ([heads * head_dim])
+  int v_norm = -1;                        // input index of a per-head v norm weight (Gemma 4; -1: none)
   std::optional<float> llama4_beta = std::nullopt;  // Ministral 3: q * (1 + beta * log(1 + floor(pos / max)))
   int llama4_original_max = 0;
   int post_norm = -1;                     // input index of the o projection's post-norm weight

@@ -325,7 +325,8 @@ bool attention_ok(const mx::array& h, const AttentionBlockInputs& in) {
   return h.dtype() == mx::float32 && h.ndim() == 3 && caches_ok(h, in) &&
          (!a.pre_norm || norm_ok(in.norm_w, h.shape(2))) && block_ok(in.q) && block_ok(in.k) && block_ok(in.v) &&
          block_ok(in.o) && a.q_norm.has_value() == a.k_norm.has_value() && (!a.q_norm || norm_ok(*a.q_norm, qn)) &&
-         (!a.k_norm || norm_ok(*a.k_norm, kn)) && (!a.post_norm || norm_ok(*a.post_norm, h.shape(2)));
+         (!a.k_norm || norm_ok(*a.k_norm, kn)) && (!a.post_norm || norm_ok(*a.post_norm, h.shape(2))) &&
+         (!a.v_norm || norm_ok(*a.v_norm, a.head_dim));
 }
 
 // `outputs`: how many outputs the primitive has so far (the block's caches come next).
@@ -343,6 +344,7 @@ AttentionBlockSpec add_attention(Placer& p, const mx::array& h, const AttentionB
   for (const auto* l : {&in.q, &in.k, &in.v, &in.o}) spec.slots.push_back(add_linear(p, *l));
   spec.q_norm = p.add_optional(a.q_norm);
   spec.k_norm = p.add_optional(a.k_norm);
+  spec.v_norm = p.add_optional(a.v_norm);
   spec.post_norm = p.add_optional(a.post_norm);
   spec.residual_scale = a.residual_scale;
   spec.left_padding = a.left_padding;

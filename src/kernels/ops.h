@@ -98,6 +98,8 @@ struct AttentionBlockArgs {
   // Gemma 3: RMSNorm (eps) of each head's q and k before rope (weights [head_dim]), and of the
   // o projection's output before the residual add (weights [d]). float32.
   std::optional<mlx::core::array> q_norm = std::nullopt, k_norm = std::nullopt, post_norm = std::nullopt;
+  // Gemma 4: RMSNorm (eps) of each head's v before the cache write (weights [head_dim]).
+  std::optional<mlx::core::array> v_norm = std::nullopt;
   float residual_scale = 1.f;  // h + o(attn) * residual_scale (MiniCPM)
   bool pre_norm = true;        // false (OLMo 2): no input norm, the projections take h itself
   bool qk_norm_full = false;   // OLMo 2: q_norm/k_norm over all heads at once ([heads * head_dim])

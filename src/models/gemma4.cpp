@@ -24,6 +24,7 @@
 #include "models/registry.h"
 #include "nn/attention.h"
 #include "nn/embedding.h"
+#include "nn/fused_attention.h"
 #include "nn/geglu.h"
 #include "nn/gemma4_moe.h"
 #include "nn/norm.h"
@@ -51,6 +52,21 @@ struct Gemma4Args {
   std::shared_ptr<nlohmann::json> rope_parameters;  // {"full_attention": {...}, "sliding_attention": {...}}
 
   int first_shared() const { return layers - kv_shared; }
+  // previous_kvs: the layer whose keys and values layer j attends over (j itself, or for a
+  // KV-shared layer the last donor layer of its type).
+  int donor(int j) const {
+    int d = j;
+    for (int i = 0; j >= first_shared() && i < first_shared(); ++i) {
+      if (full[i] == full[j]) d = i;
+    }
+    return d;
+  }
+  bool lends(int i) const {
+    for (int j = first_shared(); j < layers; ++j) {
+      if (donor(j) == i) return true;
+    }
+    return false;
+  }
   static Gemma4Args parse(const JsonView& root);
 };
 
@@ -206,7 +222,19 @@ class Attention {
       k_.emplace(Linear::load(ctx, p + ".k_proj", a.hidden, kv_heads_ * head_dim_, false));
       if (!k_eq_v_) v_.emplace(Linear::load(ctx, p + ".v_proj", a.hidden, kv_heads_ * head_dim_, false));
       k_norm_.emplace(RMSNorm::load(ctx, p + ".k_norm", head_dim_, a.eps));
+      if (ctx.fast) v_norm_ones_ = mx::ones({head_dim_}, mx::float32);  // the fused block's v norm
     }
+  }
+
+  // The sub-block h + post_norm(attn(in_norm(h))) for the fused primitive: donor layers only (it
+  // projects, norms and caches their keys and values; values = keys with attention_k_eq_v).
+  std::optional<FusedAttentionLayer> fused_layer(const RMSNorm& in_norm, const RMSNorm& post_norm,
+                                                 std::optional<int> window) const {
+    if (!has_kv_ || !v_norm_ones_ || in_norm.eps() != eps_ || post_norm.eps() != eps_) return std::nullopt;
+    FusedAttentionLayer l{in_norm.weight(), eps_, q_, *k_, v_ ? *v_ : *k_, o_, &rope_, heads_, kv_heads_, head_dim_,
+                          1.0f, window, q_norm_.weight(), k_norm_->weight(), post_norm.weight()};
+    l.v_norm = v_norm_ones_;
+    return l;
   }
 
   // `shared`: in, the donor's fetch (KV-shared layers); out, this layer's (donor layers).
@@ -243,6 +271,7 @@ class Attention {
     q_norm_.collect(out);
     for (const auto* l : {&k_, &v_}) if (*l) (*l)->collect(out);
     if (k_norm_) k_norm_->collect(out);
+    if (v_norm_ones_) out.push_back(*v_norm_ones_);
   }
 
  private:
@@ -270,6 +299,7 @@ class Attention {
   std::optional<Linear> k_, v_;
   RMSNorm q_norm_;
   std::optional<RMSNorm> k_norm_;
+  std::optional<mx::array> v_norm_ones_;  // fast mode, donor layers
   Rope rope_;
 };
 
@@ -277,6 +307,8 @@ class Block {
  public:
   Block(const Gemma4Args& a, const LoadContext& ctx, const std::string& p, int layer)
       : fast_(ctx.fast),
+        window_(a.full[layer] ? std::nullopt : std::optional<int>(a.sliding_window)),
+        lends_(a.lends(layer)),
         attn_(a, ctx, p + ".self_attn", layer),
         gate_(load_mlp(a, ctx, p, layer, ".gate_proj")),
         up_(load_mlp(a, ctx, p, layer, ".up_proj")),
@@ -296,7 +328,9 @@ class Block {
 
   mx::array operator()(const mx::array& x, const AttentionMask& mask, KVCacheBase* cache, SharedKV& shared,
                        const std::optional<mx::array>& per_layer_input) const {
-    auto h = mx::add(x, post_attn_norm_(attn_(input_norm_(x), mask, cache, shared)));
+    std::optional<mx::array> fused;
+    if (fast_) fused = fused_attention(x, cache, shared);
+    auto h = fused ? *fused : mx::add(x, post_attn_norm_(attn_(input_norm_(x), mask, cache, shared)));
     h = mlp_residual(h);
     if (pl_gate_ && per_layer_input) {
       auto g = mx::multiply(gelu_approx((*pl_gate_)(h)), *per_layer_input);
@@ -319,6 +353,24 @@ class Block {
   }
 
  private:
+  // Fast path, a donor layer over a plain KVCache: the fused block (the window its own mask); a
+  // layer that lends its keys and values reads them back from the cache for the shared layers.
+  std::optional<mx::array> fused_attention(const mx::array& x, KVCacheBase* cache, SharedKV& shared) const {
+    auto* kv = dynamic_cast<KVCache*>(cache);
+    auto layer = attn_.fused_layer(input_norm_, post_attn_norm_, window_);
+    if (!kv || !layer) return std::nullopt;
+    const int offset = kv->offset();
+    auto h = fused_attention_block(x, *layer, cache, fast_);
+    if (h && lends_) {
+      auto [k, v] = kv->keys_and_values();
+      shared = SharedKV{};
+      shared.k = std::move(k);
+      shared.v = std::move(v);
+      shared.offset = {offset, std::nullopt};
+    }
+    return h;
+  }
+
   // MLP: twice intermediate_size wide in the KV-shared layers when use_double_wide_mlp.
   static int mlp_width(const Gemma4Args& a, int layer) {
     const bool shared = a.first_shared() > 0 && layer >= a.first_shared();
@@ -350,6 +402,8 @@ class Block {
   }
 
   kernels::FastPath fast_;
+  std::optional<int> window_;  // sliding-window layers
+  bool lends_;                 // KV-shared layers read this layer's keys and values
   Attention attn_;
   Linear gate_, up_, down_;
   RMSNorm input_norm_, post_attn_norm_, pre_ff_norm_, post_ff_norm_;
@@ -384,7 +438,8 @@ class Gemma4Model final : public Model {
   Gemma4Model(Gemma4Args a, const LoadContext& ctx)
       : args_(std::move(a)),
         embed_(Embedding::load(ctx, args_.prefix + "model.embed_tokens", args_.vocab, args_.hidden)),
-        norm_(RMSNorm::load(ctx, args_.prefix + "model.norm", args_.hidden, args_.eps)) {
+        norm_(RMSNorm::load(ctx, args_.prefix + "model.norm", args_.hidden, args_.eps)),
+        fast_(ctx.fast) {
     for (int i = 0; i < args_.layers; ++i) {
       blocks_.emplace_back(args_, ctx, fmt::format("{}model.layers.{}", args_.prefix, i), i);
     }
@@ -393,14 +448,7 @@ class Gemma4Model final : public Model {
                                               args_.per_layer_dim, args_.hidden, args_.eps));
     }
     if (!args_.tie) lm_head_ = Linear::load(ctx, args_.prefix + "lm_head", args_.hidden, args_.vocab, false);
-    // previous_kvs: a shared layer reads the last donor layer of its type.
-    for (int j = 0; j < args_.layers; ++j) {
-      int d = j;
-      for (int i = 0; j >= args_.first_shared() && i < args_.first_shared(); ++i) {
-        if (args_.full[i] == args_.full[j]) d = i;
-      }
-      donor_.push_back(d);
-    }
+    for (int j = 0; j < args_.layers; ++j) donor_.push_back(args_.donor(j));
     if (args_.softcap) softcap_ = mx::array(static_cast<float>(*args_.softcap));
   }
 
@@ -443,7 +491,9 @@ class Gemma4Model final : public Model {
   LayerCaches make_cache() const override {
     LayerCaches c;
     for (int i = 0; i < args_.first_shared(); ++i) {
-      if (args_.full[i]) c.push_back(std::make_unique<KVCache>());
+      // Fast mode: plain caches everywhere; the fused block masks sliding-window layers itself
+      // (the same attention as the rotating cache's), and shared layers read them back.
+      if (args_.full[i] || fast_) c.push_back(std::make_unique<KVCache>());
       else c.push_back(std::make_unique<RotatingKVCache>(args_.sliding_window));
     }
     return c;
@@ -471,6 +521,7 @@ class Gemma4Model final : public Model {
   std::optional<PerLayerInputs> per_layer_;
   std::optional<Linear> lm_head_;
   std::vector<int> donor_;  // previous_kvs
+  kernels::FastPath fast_;
   std::optional<mx::array> softcap_;
 };
 

@@ -106,6 +106,7 @@ std::optional<CoveredAttention> covered(const mx::array& x, const FusedAttention
                                    .rope = std::move(rope)};
   args.q_norm = layer.q_norm;
   args.k_norm = layer.k_norm;
+  args.v_norm = layer.v_norm;
   args.post_norm = layer.post_norm;
   args.residual_scale = layer.residual_scale;
   args.pre_norm = layer.pre_norm;

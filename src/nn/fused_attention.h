@@ -33,6 +33,7 @@ struct FusedAttentionLayer {
   bool qk_norm_full = false;   // OLMo 2: q_norm/k_norm span all heads
   std::optional<float> llama4_beta = std::nullopt;  // Ministral 3's attention temperature
   int llama4_original_max = 0;
+  std::optional<mlx::core::array> v_norm = std::nullopt;  // Gemma 4: per-head v norm (ones: no scale)
 };
 
 std::optional<mlx::core::array> fused_attention_block(const mlx::core::array& x, const FusedAttentionLayer& layer,

@@ -5,6 +5,7 @@
 #include <mlx/primitives.h>
 
 #include <cstdio>
+#include <map>
 #include <set>
 #include <string>
 
@@ -133,6 +134,33 @@ TEST_P(FastPathRecurrent, RecurrenceRunsInOnePrimitive) {
     auto names = primitive_names(logits);
     EXPECT_GE(names.count("MlxcppGatedDeltaCore"), 1u) << GetParam();
     EXPECT_FALSE(names.count("QuantizedMatmul") || names.count("Convolution")) << GetParam();
+    mx::eval(logits);
+  }
+}
+
+// Gemma 4: the donor layers' attention in our block primitive (the KV-shared layers attend over
+// their donors' caches with stock ops), every dense MLP in ours, no stock quantized matmul left.
+TEST(FastPathGemma4, DonorLayersRunTheAttentionBlock) {
+  auto fast = load_model(tiny_model_dir("gemma4-text-q4g64"));
+  auto caches = fast.model->make_cache();
+  ASSERT_EQ(caches.size(), 4u);
+  for (int len : {20, 1}) {
+    std::vector<int> ids(len, 7);
+    auto logits = (*fast.model)(mx::array(ids.data(), {1, len}, mx::int32), &caches);
+    // Distinct primitives (a lending layer's block is reached through its cache outputs too).
+    std::map<std::string, std::set<const void*>> prims;
+    std::vector<mx::array> stack{logits};
+    std::set<std::uintptr_t> seen;
+    while (!stack.empty()) {
+      auto a = stack.back();
+      stack.pop_back();
+      if (!seen.insert(a.id()).second || !a.has_primitive()) continue;
+      prims[a.primitive().name()].insert(&a.primitive());
+      for (const auto& in : a.inputs()) stack.push_back(in);
+    }
+    EXPECT_EQ(prims["MlxcppAttentionBlock"].size(), 4u) << len;
+    EXPECT_EQ(prims["MlxcppMlpBlock"].size(), 6u) << len;
+    EXPECT_FALSE(prims.count("QuantizedMatmul")) << len;
     mx::eval(logits);
   }
 }
