@@ -19,6 +19,7 @@
 #include <mlx/fast.h>
 #include <mlx/ops.h>
 
+#include "cache/batch_kv_cache.h"
 #include "cache/quantized_kv_cache.h"
 #include "cache/rotating_kv_cache.h"
 #include "models/registry.h"
@@ -353,20 +354,22 @@ class Block {
   }
 
  private:
-  // Fast path, a donor layer over a plain KVCache: the fused block (the window its own mask); a
-  // layer that lends its keys and values reads them back from the cache for the shared layers.
+  // Fast path, a donor layer over a KVCache or BatchKVCache: the fused block (the window its own
+  // mask); a layer that lends its keys and values reads them back from the cache for the shared
+  // layers (which rotate from the offsets before the write, as mlx-lm's).
   std::optional<mx::array> fused_attention(const mx::array& x, KVCacheBase* cache, SharedKV& shared) const {
     auto* kv = dynamic_cast<KVCache*>(cache);
+    auto* batch = dynamic_cast<BatchKVCache*>(cache);
     auto layer = attn_.fused_layer(input_norm_, post_attn_norm_, window_);
-    if (!kv || !layer) return std::nullopt;
-    const int offset = kv->offset();
+    if ((!kv && !batch) || !layer) return std::nullopt;
+    const RopeOffset offset{cache->offset(), cache->row_offsets()};
     auto h = fused_attention_block(x, *layer, cache, fast_);
     if (h && lends_) {
-      auto [k, v] = kv->keys_and_values();
+      auto [k, v] = kv ? kv->keys_and_values() : batch->keys_and_values();
       shared = SharedKV{};
       shared.k = std::move(k);
       shared.v = std::move(v);
-      shared.offset = {offset, std::nullopt};
+      shared.offset = offset;
     }
     return h;
   }
