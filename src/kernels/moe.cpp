@@ -26,8 +26,8 @@ struct ExpertsShape {
 // (w, scales, biases) each (ExpertsLinear's arrays); output [..., d] float32 (moe_glu).
 class MoeGluPrimitive : public mx::UnaryPrimitive {
  public:
-  MoeGluPrimitive(mx::Stream s, FastPath ctx, std::array<ExpertsShape, 3> shapes)
-      : UnaryPrimitive(s), ctx_(std::move(ctx)), shapes_(shapes) {}
+  MoeGluPrimitive(mx::Stream s, FastPath ctx, std::array<ExpertsShape, 3> shapes, GluActivation act)
+      : UnaryPrimitive(s), ctx_(std::move(ctx)), shapes_(shapes), act_(act) {}
   void eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) override;
   void eval_gpu(const std::vector<mx::array>&, mx::array&) override {
     throw Error("[MlxcppMoeGlu] CPU-only primitive built for a GPU stream");
@@ -38,14 +38,15 @@ class MoeGluPrimitive : public mx::UnaryPrimitive {
     auto same = [](const ExpertsShape& a, const ExpertsShape& b) {
       return a.experts == b.experts && a.n == b.n && a.k == b.k && a.bits == b.bits && a.group == b.group;
     };
-    return o && o->ctx_ == ctx_ && same(o->shapes_[0], shapes_[0]) && same(o->shapes_[1], shapes_[1]) &&
-           same(o->shapes_[2], shapes_[2]);
+    return o && o->ctx_ == ctx_ && o->act_ == act_ && same(o->shapes_[0], shapes_[0]) &&
+           same(o->shapes_[1], shapes_[1]) && same(o->shapes_[2], shapes_[2]);
   }
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& inputs) override { return {inputs[0].shape()}; }
 
  private:
   FastPath ctx_;
   std::array<ExpertsShape, 3> shapes_;
+  GluActivation act_;
 };
 
 // Expert e's matrix within the stacked one.
@@ -65,7 +66,8 @@ void MoeGluPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& 
   auto& enc = begin_unary(stream(), inputs, out);
   std::vector<mx::array> in;
   for (const auto& a : inputs) in.push_back(mx::array::unsafe_weak_copy(a));
-  enc.dispatch([out = mx::array::unsafe_weak_copy(out), in = std::move(in), ctx = ctx_, sh = shapes_]() mutable {
+  enc.dispatch([out = mx::array::unsafe_weak_copy(out), in = std::move(in), ctx = ctx_, sh = shapes_,
+                act = act_]() mutable {
     KernelContext::Timer timer(*ctx);
     const auto &x = in[0], &idx_a = in[1], &sc_a = in[2];
     const int d = x.shape(-1), top_k = idx_a.shape(-1), hidden = sh[0].n;
@@ -75,6 +77,7 @@ void MoeGluPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& 
     const float* xf = contiguous_f32(x, xs);
     const float* sf = contiguous_f32(sc_a, ss);
     const VecOps& v = vec_ops(ctx->isa());
+    const auto glu = act == GluActivation::kGeluApprox ? v.gelu_mul : v.silu_mul;
     const int threads = ctx->threads();
     // Tokens a chunk at a time: the gathered activations and the experts' outputs stay within
     // ~0.2 GB reused from chunk to chunk (a batch of 8 prompts of 512 tokens in one call was
@@ -113,7 +116,7 @@ void MoeGluPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& 
       const long per = std::max(1L, (np + threads - 1) / threads);
       ctx->pool().parallel_for(static_cast<int>((np + per - 1) / per), [&](int t) {
         const long a = t * per, b = std::min(np, a + per);
-        v.silu_mul(g.data() + a * hidden, u.data() + a * hidden, g.data() + a * hidden, (b - a) * hidden);
+        glu(g.data() + a * hidden, u.data() + a * hidden, g.data() + a * hidden, (b - a) * hidden);
       });
       qmatmul_many(*ctx, dn.data(), static_cast<int>(dn.size()));
       for (long t = 0; t < nt; ++t) {
@@ -163,7 +166,7 @@ std::optional<std::array<mx::array, 3>> experts_layout(const mx::array& w, const
 
 std::optional<mx::array> moe_glu(const mx::array& x, const mx::array& indices, const mx::array& scores,
                                  const ExpertsLinear& gate, const ExpertsLinear& up, const ExpertsLinear& down,
-                                 const FastPath& fast) {
+                                 const FastPath& fast, GluActivation act) {
   if (!use_fast(fast) || x.dtype() != mx::float32 || x.ndim() < 1 || x.size() == 0 || !index_dtype(indices.dtype()) ||
       scores.dtype() != mx::float32 || indices.ndim() != x.ndim() || scores.shape() != indices.shape() ||
       !experts_ok(gate) || !experts_ok(up) || !experts_ok(down)) {
@@ -180,7 +183,8 @@ std::optional<mx::array> moe_glu(const mx::array& x, const mx::array& indices, c
   auto shape = [](const ExpertsLinear& l) { return ExpertsShape{l.experts, l.n, l.k, l.bits, l.group}; };
   return mx::array(x.shape(), mx::float32,
                    std::make_shared<MoeGluPrimitive>(mx::default_stream(mx::Device::cpu), fast,
-                                                     std::array<ExpertsShape, 3>{shape(gate), shape(up), shape(down)}),
+                                                     std::array<ExpertsShape, 3>{shape(gate), shape(up), shape(down)},
+                                                     act),
                    {x, indices, scores, gate.w, gate.scales, gate.biases, up.w, up.scales, up.biases, down.w,
                     down.scales, down.biases});
 }

@@ -27,12 +27,14 @@ std::optional<std::array<mlx::core::array, 3>> experts_layout(const mlx::core::a
                                                               const FastPath& fast);
 
 // x [..., d] (float32), indices [..., top_k] (integer), scores [..., top_k] (float32) ->
-// [..., d] float32: sum_j scores[j] * down_e(silu(gate_e(x)) * up_e(x)), e = indices[j] (mlx-lm's
+// [..., d] float32: sum_j scores[j] * down_e(act(gate_e(x)) * up_e(x)), e = indices[j], act SiLU
+// or (Gemma 4) GELU-tanh (mlx-lm's
 // SwitchGLU then (y * scores[..., None]).sum(-2)). Each expert's tokens run as one product; a
 // decode step's rows ([B, 1, d]) each come out as alone. nullopt where the fast path does not
 // apply.
 std::optional<mlx::core::array> moe_glu(const mlx::core::array& x, const mlx::core::array& indices,
                                         const mlx::core::array& scores, const ExpertsLinear& gate,
-                                        const ExpertsLinear& up, const ExpertsLinear& down, const FastPath& fast);
+                                        const ExpertsLinear& up, const ExpertsLinear& down, const FastPath& fast,
+                                        GluActivation act = GluActivation::kSilu);
 
 }  // namespace mlxcpp::kernels

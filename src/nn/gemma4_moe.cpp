@@ -12,7 +12,7 @@ namespace mx = mlx::core;
 namespace mlxcpp {
 
 Gemma4Moe::Gemma4Moe(Linear proj, mx::array scale, mx::array per_expert_scale, SwitchGLU experts, RMSNorm n1,
-                     RMSNorm n2, RMSNorm n3, int top_k, float eps, int dims)
+                     RMSNorm n2, RMSNorm n3, int top_k, float eps, int dims, kernels::FastPath fast)
     : proj_(std::move(proj)),
       scale_(std::move(scale)),
       per_expert_scale_(std::move(per_expert_scale)),
@@ -22,15 +22,17 @@ Gemma4Moe::Gemma4Moe(Linear proj, mx::array scale, mx::array per_expert_scale, S
       post_ff_2_(std::move(n3)),
       top_k_(top_k),
       eps_(eps),
-      root_size_(std::pow(static_cast<double>(dims), -0.5)) {}
+      root_size_(std::pow(static_cast<double>(dims), -0.5)),
+      fast_(std::move(fast)) {}
 
 Gemma4Moe Gemma4Moe::load(const LoadContext& ctx, const std::string& p, int dims, Shape s, float eps) {
   return Gemma4Moe(Linear::load(ctx, p + ".router.proj", dims, s.experts, false),
                    ctx.take(p + ".router.scale", {dims}), ctx.take(p + ".router.per_expert_scale", {s.experts}),
-                   SwitchGLU::load(ctx, p + ".experts.switch_glu", dims, s.hidden, s.experts, geglu),
+                   SwitchGLU::load(ctx, p + ".experts.switch_glu", dims, s.hidden, s.experts,
+                                   kernels::GluActivation::kGeluApprox),
                    RMSNorm::load(ctx, p + ".post_feedforward_layernorm_1", dims, eps),
                    RMSNorm::load(ctx, p + ".pre_feedforward_layernorm_2", dims, eps),
-                   RMSNorm::load(ctx, p + ".post_feedforward_layernorm_2", dims, eps), s.top_k, eps, dims);
+                   RMSNorm::load(ctx, p + ".post_feedforward_layernorm_2", dims, eps), s.top_k, eps, dims, ctx.fast);
 }
 
 std::pair<mx::array, mx::array> Gemma4Moe::route(const mx::array& h) const {
@@ -46,8 +48,11 @@ std::pair<mx::array, mx::array> Gemma4Moe::route(const mx::array& h) const {
 
 mx::array Gemma4Moe::operator()(const mx::array& h) const {
   auto [idx, w] = route(h);
-  auto y = experts_(pre_ff_2_(h), idx);
-  return post_ff_2_(mx::sum(mx::multiply(mx::expand_dims(w, -1), y), -2));
+  auto x = pre_ff_2_(h);
+  std::optional<mx::array> y;
+  if (fast_) y = experts_.weighted(x, idx, w, fast_);  // our MoE primitive
+  if (!y) y = mx::sum(mx::multiply(mx::expand_dims(w, -1), experts_(x, idx)), -2);
+  return post_ff_2_(*y);
 }
 
 void Gemma4Moe::collect(std::vector<mx::array>& out) const {

@@ -31,7 +31,7 @@ class Gemma4Moe {
 
  private:
   Gemma4Moe(Linear proj, mlx::core::array scale, mlx::core::array per_expert_scale, SwitchGLU experts, RMSNorm n1,
-            RMSNorm n2, RMSNorm n3, int top_k, float eps, int dims);
+            RMSNorm n2, RMSNorm n3, int top_k, float eps, int dims, kernels::FastPath fast);
   // {indices [..., k], weights [..., k]}
   std::pair<mlx::core::array, mlx::core::array> route(const mlx::core::array& h) const;
 
@@ -41,7 +41,8 @@ class Gemma4Moe {
   RMSNorm post_ff_1_, pre_ff_2_, post_ff_2_;
   int top_k_;
   float eps_;
-  double root_size_;  // hidden ** -0.5
+  double root_size_;         // hidden ** -0.5
+  kernels::FastPath fast_;  // null in parity mode
 };
 
 }  // namespace mlxcpp

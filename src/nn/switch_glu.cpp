@@ -4,6 +4,7 @@
 
 #include "core/errors.h"
 #include "kernels/array_access.h"
+#include "nn/geglu.h"
 #include "nn/mlp.h"
 
 namespace mx = mlx::core;
@@ -69,13 +70,10 @@ void SwitchLinear::collect(std::vector<mx::array>& out) const {
 }
 
 SwitchGLU SwitchGLU::load(const LoadContext& ctx, const std::string& path, int dims, int hidden, int experts,
-                          Activation act) {
-  // Our MoE kernel runs silu only: other activations keep MLX's layout for the stock ops.
-  LoadContext c = ctx;
-  if (act) c.fast = nullptr;
-  return SwitchGLU(SwitchLinear::load(c, path + ".gate_proj", dims, hidden, experts),
-                   SwitchLinear::load(c, path + ".up_proj", dims, hidden, experts),
-                   SwitchLinear::load(c, path + ".down_proj", hidden, dims, experts), act);
+                          kernels::GluActivation act) {
+  return SwitchGLU(SwitchLinear::load(ctx, path + ".gate_proj", dims, hidden, experts),
+                   SwitchLinear::load(ctx, path + ".up_proj", dims, hidden, experts),
+                   SwitchLinear::load(ctx, path + ".down_proj", hidden, dims, experts), act);
 }
 
 mx::array SwitchGLU::operator()(const mx::array& x_in, const mx::array& indices) const {
@@ -95,17 +93,16 @@ mx::array SwitchGLU::operator()(const mx::array& x_in, const mx::array& indices)
   }
   auto up = up_(x, idx, do_sort);
   auto gate = gate_(x, idx, do_sort);
-  auto out = down_(act_ ? act_(gate, up) : swiglu(gate, up), idx, do_sort);
+  auto out = down_(act_ == kernels::GluActivation::kGeluApprox ? geglu(gate, up) : swiglu(gate, up), idx, do_sort);
   if (do_sort) out = mx::unflatten(mx::take(out, *inv_order, 0), 0, indices.shape());
   return mx::squeeze(out, -2);
 }
 
 std::optional<mx::array> SwitchGLU::weighted(const mx::array& x, const mx::array& indices, const mx::array& scores,
                                              const kernels::FastPath& fast) const {
-  if (act_) return std::nullopt;  // the kernel's activation is silu
   auto g = gate_.experts_view(), u = up_.experts_view(), d = down_.experts_view();
   if (!g || !u || !d) return std::nullopt;
-  return kernels::moe_glu(x, indices, scores, *g, *u, *d, fast);
+  return kernels::moe_glu(x, indices, scores, *g, *u, *d, fast, act_);
 }
 
 void SwitchGLU::collect(std::vector<mx::array>& out) const {

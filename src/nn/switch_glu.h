@@ -38,24 +38,23 @@ class SwitchLinear {
 
 class SwitchGLU {
  public:
-  // The gated activation act(gate, x): swiglu, or Gemma 4's geglu.
-  using Activation = mlx::core::array (*)(const mlx::core::array& gate, const mlx::core::array& x);
+  // act: swiglu (kSilu), or Gemma 4's geglu (kGeluApprox).
   static SwitchGLU load(const LoadContext& ctx, const std::string& path, int dims, int hidden, int experts,
-                        Activation act = nullptr);
+                        kernels::GluActivation act = kernels::GluActivation::kSilu);
   // x [..., dims], indices [..., k] -> [..., k, dims]: down(act(gate(x), up(x))) per chosen
   // expert, as SwitchGLU.__call__ (token/expert pairs sorted by expert when indices.size >= 64).
   mlx::core::array operator()(const mlx::core::array& x, const mlx::core::array& indices) const;
   // (experts(x, indices) * scores[..., None]).sum(-2): one primitive of ours on the fast path
-  // (swiglu only; nullopt where it does not apply: the caller composes the stock ops).
+  // (nullopt where it does not apply; the caller composes the stock ops).
   std::optional<mlx::core::array> weighted(const mlx::core::array& x, const mlx::core::array& indices,
                                            const mlx::core::array& scores, const kernels::FastPath& fast) const;
   void collect(std::vector<mlx::core::array>& out) const;
 
  private:
-  SwitchGLU(SwitchLinear g, SwitchLinear u, SwitchLinear d, Activation act)
+  SwitchGLU(SwitchLinear g, SwitchLinear u, SwitchLinear d, kernels::GluActivation act)
       : gate_(std::move(g)), up_(std::move(u)), down_(std::move(d)), act_(act) {}
   SwitchLinear gate_, up_, down_;
-  Activation act_;  // null: swiglu
+  kernels::GluActivation act_;
 };
 
 }  // namespace mlxcpp
