@@ -155,6 +155,16 @@ TEST(MoeGlu, ChunkedPromptRowsEqualShorterCalls) {
   auto y = mx::squeeze(gq32(dq, mx::multiply(mx::multiply(g, mx::sigmoid(g)), u)), -2);
   auto ref = mx::sum(mx::multiply(y, mx::expand_dims(scores, -1)), -2);
   EXPECT_LE(rel_err(*all, ref), 2e-3f);
+  // Gemma 4's experts: GELU-tanh(g) * u (mlx's gelu_approx) instead of SiLU.
+  auto gelu = moe_glu(x, inds, scores, gate, up, down, fast, GluActivation::kGeluApprox);
+  ASSERT_TRUE(gelu.has_value());
+  auto t = mx::tanh(mx::multiply(mx::array(0.7978845608f), mx::add(g, mx::multiply(mx::array(0.044715f),
+                                                                                    mx::power(g, mx::array(3.f))))));
+  auto yg = mx::squeeze(gq32(dq, mx::multiply(mx::multiply(mx::multiply(mx::array(0.5f), g),
+                                                           mx::add(mx::array(1.f), t)), u)), -2);
+  auto ref_gelu = mx::sum(mx::multiply(yg, mx::expand_dims(scores, -1)), -2);
+  EXPECT_LE(rel_err(*gelu, ref_gelu), 2e-3f);
+  EXPECT_GT(max_abs_diff(*gelu, *all), 1e-3f);  // a different activation indeed
 }
 
 }  // namespace
