@@ -10,6 +10,7 @@
 // KV sharing: the last num_kv_shared_layers layers keep no cache; each attends over the keys and
 // values its donor (the last earlier layer of its type) fetched this step, so make_cache has one
 // cache per donor layer only, as mlx-lm's.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -203,6 +204,9 @@ struct SharedKV {
   std::optional<std::pair<QuantizedRows, QuantizedRows>> quantized;  // a QuantizedCache's fetch
   int group_size = 0, bits = 0;
   RopeOffset offset;
+  // Fast mode, a sliding layer's plain cache: the keys before this one are out of every new
+  // query's window (the shared layers slice them and their mask's columns off).
+  int key_start = 0;
 };
 
 class Attention {
@@ -278,6 +282,16 @@ class Attention {
  private:
   // Scale 1 (the q/k norms stand in for it); a quantized donor's rows as mlx-lm's quantized SDPA.
   static mx::array attend(const mx::array& q, const AttentionMask& mask, const SharedKV& kv) {
+    if (!kv.quantized && kv.key_start > 0 && mask.is_array()) {
+      // From key_start on along `axis` (keys/values [B, H, S, D]: -2; the mask [..., S]: -1).
+      auto tail = [&](const mx::array& a, int axis) {
+        auto start = mx::Shape(a.ndim(), 0), stop = a.shape();
+        start[a.ndim() + axis] = kv.key_start;
+        return mx::slice(a, start, stop);
+      };
+      return scaled_dot_product_attention(q, tail(*kv.k, -2), tail(*kv.v, -2), 1.0f,
+                                          AttentionMask::of(tail(*mask.array, -1)));
+    }
     if (!kv.quantized) return scaled_dot_product_attention(q, *kv.k, *kv.v, 1.0f, mask);
     const auto& [k, v] = *kv.quantized;
     const mx::array kq[3] = {k.w, k.scales, k.biases}, vq[3] = {v.w, v.scales, v.biases};
@@ -370,6 +384,7 @@ class Block {
       shared.k = std::move(k);
       shared.v = std::move(v);
       shared.offset = offset;
+      if (window_) shared.key_start = std::max(0, offset.offset - *window_ + 1);
     }
     return h;
   }
