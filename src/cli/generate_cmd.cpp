@@ -25,7 +25,7 @@ struct GenerateArgs {
   bool ignore_chat_template = false;
   // Structured output: at most one of the three; --json-whitespace bounds JSON whitespace runs.
   std::optional<std::string> json_schema_file, regex, grammar_file;
-  int json_whitespace = -1;
+  int json_whitespace = kDefaultJsonWhitespace;
 };
 
 std::string read_grammar_file(const std::string& file, const char* option) {
@@ -128,8 +128,9 @@ Action add_generate(CLI::App& app) {
   schema->excludes(regex)->excludes(grammar);
   regex->excludes(grammar);
   sub->add_option("--json-whitespace", a->json_whitespace,
-                  "With --json-schema: at most N whitespace characters in a row (0: compact JSON)")
-      ->check(CLI::NonNegativeNumber)
+                  "With --json-schema: at most N whitespace characters in a row (0: compact JSON, -1: free)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 1 << 20))
       ->needs(schema);
   return [a] {
     resolve_model(a->model);

@@ -6,8 +6,12 @@
 
 namespace mlxcpp::server {
 
-GrammarSpec json_schema_grammar(const Json& schema) { return {GrammarKind::kJsonSchema, schema.dump(), -1}; }
-GrammarSpec any_json_object_grammar() { return {GrammarKind::kJsonSchema, R"({"type":"object"})", -1}; }
+GrammarSpec json_schema_grammar(const Json& schema) {
+  return {GrammarKind::kJsonSchema, schema.dump(), kDefaultJsonWhitespace};
+}
+GrammarSpec any_json_object_grammar() {
+  return {GrammarKind::kJsonSchema, R"({"type":"object"})", kDefaultJsonWhitespace};
+}
 
 namespace {
 

@@ -12,8 +12,10 @@
 
 #include <mlx/mlx.h>
 
+#include "cache/arrays_cache.h"
 #include "cache/batch_kv_cache.h"
 #include "cache/batch_rotating_kv_cache.h"
+#include "cache/quantized_kv_cache.h"
 #include "cache/rotating_kv_cache.h"
 #include "core/errors.h"
 #include "test_support.h"
@@ -342,7 +344,12 @@ TEST(BatchCaches, BadInputThrowsError) {
   expect_error([&] { merge_layer_caches({}); }, "[merge_layer_caches] no caches to merge");
   expect_error([&] { merge_layer_caches({&solo, &ring4}); }, "mix KVCache and RotatingKVCache");
   expect_error([&] { merge_layer_caches({&ring4, &ring8}); }, "max_size differ");
-  expect_error([&] { merge_layer_caches({&kv}); }, "only KVCache and RotatingKVCache layers can be batched");
+  expect_error([&] { merge_layer_caches({&kv}); },
+               "only KVCache, QuantizedKVCache, RotatingKVCache and ArraysCache layers can be batched");
+  QuantizedKVCache quantized(64, 8);
+  ArraysCache arrays(2);
+  expect_error([&] { merge_layer_caches({&quantized, &solo}); }, "mix quantized and plain ones");
+  expect_error([&] { merge_layer_caches({&arrays, &solo}); }, "mix recurrent and KV caches");
 }
 
 }  // namespace

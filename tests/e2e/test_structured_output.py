@@ -2,6 +2,7 @@
 json_schema (strict), streamed and not, greedy and sampled (n=2, seeded); the content parses and
 follows the schema. A schema llguidance cannot compile is a 400 carrying its message."""
 import json
+import re
 
 import openai
 import pytest
@@ -26,6 +27,8 @@ def client(server):
 
 
 def check_person(text):
+    # JSON whitespace is bounded by default (kDefaultJsonWhitespace: no run longer than 20).
+    assert max((len(m) for m in re.findall(r"\s+", text)), default=0) <= 20, repr(text)
     v = json.loads(text)
     assert set(v) == {"name", "age", "role", "tags"}, text
     assert isinstance(v["name"], str) and len(v["name"]) <= 30, text
