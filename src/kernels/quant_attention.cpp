@@ -36,6 +36,7 @@ struct QRows {
   const float* scales;
   const float* biases;
   int heads, rows, groups;
+  const float* f = nullptr;  // a plain float32 cache instead (bits 0): rows at these strides
 
   const uint32_t* row(int b, int h, int j) const { return w + b * wb + h * wh + j * wj; }
   long srow(int b, int h, int j) const { return ((static_cast<long>(b) * heads + h) * rows + j) * groups; }
@@ -66,6 +67,10 @@ void dequant_rows(const QRows& t, int b, int h, int j0, int n, int d, int group,
 }
 
 void dequant(const QRows& t, int bits, int b, int h, int j0, int n, int d, int group, float* out) {
+  if (bits == 0) {  // float32 rows: copied into the tile as they are
+    for (int j = 0; j < n; ++j) std::copy_n(t.f + b * t.wb + h * t.wh + (j0 + j) * t.wj, d, out + static_cast<long>(j) * d);
+    return;
+  }
   switch (bits) {
     case 2: return dequant_rows<2>(t, b, h, j0, n, d, group, out);
     case 4: return dequant_rows<4>(t, b, h, j0, n, d, group, out);
@@ -112,7 +117,7 @@ void QuantAttentionPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx:
   enc.dispatch([out = mx::array::unsafe_weak_copy(out), in = std::move(in), ctx = ctx_, sh = sh_]() mutable {
     KernelContext::Timer timer(*ctx);
     const int B = in[0].shape(0), Hq = in[0].shape(1), L = in[0].shape(2), D = in[0].shape(3);
-    const int Hkv = in[1].shape(1), S = in[1].shape(2), G = Hq / Hkv, groups = D / sh.group;
+    const int Hkv = in[1].shape(1), S = in[1].shape(2), G = Hq / Hkv, groups = sh.bits == 0 ? 1 : D / sh.group;
     std::vector<float> qs, kss, kbs, vss, vbs;
     const float* q = contiguous_f32(in[0], qs);
     auto rows = [&](const mx::array& w, const mx::array& s, const mx::array& b, std::vector<float>& s_scratch,
@@ -122,7 +127,13 @@ void QuantAttentionPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx:
       return QRows{w.data<uint32_t>(), static_cast<long>(st[0]), static_cast<long>(st[1]), static_cast<long>(st[2]),
                    contiguous_f32(s, s_scratch), contiguous_f32(b, b_scratch), Hkv, S, groups};
     };
-    const QRows K = rows(in[1], in[2], in[3], kss, kbs), V = rows(in[4], in[5], in[6], vss, vbs);
+    auto float_rows = [&](const mx::array& a) {  // [B, H, S, D] float32, rows contiguous
+      const auto& st = a.strides();
+      return QRows{nullptr, static_cast<long>(st[0]), static_cast<long>(st[1]), static_cast<long>(st[2]),
+                   nullptr, nullptr, Hkv, S, 1, a.data<float>()};
+    };
+    const QRows K = sh.bits == 0 ? float_rows(in[1]) : rows(in[1], in[2], in[3], kss, kbs);
+    const QRows V = sh.bits == 0 ? float_rows(in[2]) : rows(in[4], in[5], in[6], vss, vbs);
     const VecOps& v = vec_ops(ctx->isa());
     const int threads = ctx->threads();
     const int qblocks = L == 1 ? 1 : (L + kQBlock - 1) / kQBlock;
@@ -214,6 +225,24 @@ void QuantAttentionPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx:
 }
 
 }  // namespace
+
+std::optional<mx::array> float_kv_attention(const mx::array& queries, const mx::array& keys, const mx::array& values,
+                                            float scale, bool causal, const FastPath& fast) {
+  if (!use_fast(fast) || queries.dtype() != mx::float32 || queries.ndim() != 4) return std::nullopt;
+  const int B = queries.shape(0), Hq = queries.shape(1), L = queries.shape(2), D = queries.shape(3);
+  for (const auto* t : {&keys, &values}) {
+    if (t->dtype() != mx::float32 || t->ndim() != 4 || t->shape(0) != B || t->shape(3) != D ||
+        t->strides()[3] != 1 || t->shape(1) != keys.shape(1) || t->shape(2) != keys.shape(2)) {
+      return std::nullopt;
+    }
+  }
+  const int Hkv = keys.shape(1), S = keys.shape(2);
+  if (Hkv <= 0 || Hq % Hkv != 0 || S < L) return std::nullopt;
+  return mx::array(queries.shape(), mx::float32,
+                   std::make_shared<QuantAttentionPrimitive>(mx::default_stream(mx::Device::cpu), fast,
+                                                             QAttnShape{scale, causal, 0, 0, 0}),
+                   {queries, keys, values});
+}
 
 std::optional<mx::array> quantized_kv_attention(const mx::array& queries, const mx::array (&keys)[3],
                                                 const mx::array (&values)[3], float scale, bool causal, int group_size,

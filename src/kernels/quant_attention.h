@@ -24,4 +24,12 @@ std::optional<mlx::core::array> quantized_kv_attention(const mlx::core::array& q
                                                        const mlx::core::array (&values)[3], float scale, bool causal,
                                                        int group_size, int bits, const FastPath& fast, int window = 0);
 
+// The same kernel over a plain float32 cache: keys and values [B, Hkv, S, D] (rows contiguous,
+// any batch / head / row strides: a cache's used rows as a view) read tile by tile in place of
+// the dequantized ones. What the families whose attention is not a fused block (Qwen3.5's gated
+// attention) run on the fast path instead of MLX's CPU attention.
+std::optional<mlx::core::array> float_kv_attention(const mlx::core::array& queries, const mlx::core::array& keys,
+                                                   const mlx::core::array& values, float scale, bool causal,
+                                                   const FastPath& fast);
+
 }  // namespace mlxcpp::kernels

@@ -81,6 +81,11 @@ mx::array cached_attention(const mx::array& queries, const mx::array& keys, cons
   }
   if (!cache) return scaled_dot_product_attention(queries, keys, values, scale, mask);
   auto [k, v] = cache->update_and_fetch(keys, values);
+  // The fast path: our kernel over the cache's float32 rows (causal or a single query; masks with
+  // padding or windows stay with MLX's attention).
+  if (!mask.is_array()) {
+    if (auto out = kernels::float_kv_attention(queries, k, v, scale, mask.is_causal(), fast)) return *out;
+  }
   return scaled_dot_product_attention(queries, k, v, scale, mask);
 }
 

@@ -96,3 +96,36 @@ TEST(QuantAttention, NotBuiltWhereItDoesNotApply) {
 }
 
 }  // namespace
+
+namespace mlxcpp::kernels {
+namespace {
+
+// The same kernel over plain float32 caches (float_kv_attention): a cache's used rows as a view of
+// a larger buffer, grouped heads, a causal prompt over older keys and a single decode query,
+// against MLX's attention.
+TEST(FloatKvAttention, MatchesStockAttention) {
+  for (Isa isa : mlxcpp::test::isas()) {
+    KernelOptions o;
+    o.isa = isa;
+    auto fast = std::make_shared<const KernelContext>(o);
+    for (int L : {1, 37}) {
+      const int B = 2, Hq = 8, Hkv = 2, D = 64, S = 300, cap = 512;
+      auto q = mlxcpp::test::randn({B, Hq, L, D}, 1);
+      auto kbuf = mlxcpp::test::randn({B, Hkv, cap, D}, 2), vbuf = mlxcpp::test::randn({B, Hkv, cap, D}, 3);
+      auto k = mx::slice(kbuf, {0, 0, 0, 0}, {B, Hkv, S, D}), v = mx::slice(vbuf, {0, 0, 0, 0}, {B, Hkv, S, D});
+      const bool causal = L > 1;
+      auto got = float_kv_attention(q, k, v, 0.125f, causal, fast);
+      ASSERT_TRUE(got.has_value());
+      auto want = causal ? mx::fast::scaled_dot_product_attention(q, k, v, 0.125f, "causal")
+                         : mx::fast::scaled_dot_product_attention(q, k, v, 0.125f);
+      EXPECT_LT(mlxcpp::test::max_abs_diff(*got, want), 2e-5f) << isa_name(isa) << " L=" << L;
+    }
+  }
+  auto fast = std::make_shared<const KernelContext>();
+  auto q = mlxcpp::test::randn({1, 4, 1, 32}, 1), k = mlxcpp::test::randn({1, 2, 8, 32}, 2);
+  EXPECT_FALSE(float_kv_attention(mx::astype(q, mx::float16), k, k, 1.f, false, fast));
+  EXPECT_FALSE(float_kv_attention(mlxcpp::test::randn({1, 3, 1, 32}, 1), k, k, 1.f, false, fast));  // 3 over 2 heads
+}
+
+}  // namespace
+}  // namespace mlxcpp::kernels
