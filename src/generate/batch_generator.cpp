@@ -291,12 +291,9 @@ std::pair<std::vector<int>, std::vector<mx::array>> BatchGenerator::step(GenBatc
     }
     logits = mx::concatenate(rows, 0);
   } else if (any_grammar) {
-    std::vector<mx::array> rows;
-    for (int e = 0; e < B; ++e) {
-      auto sl = row_of(logits, e);
-      rows.push_back(masks[e] ? apply_token_mask(sl, *masks[e]) : sl);
-    }
-    logits = mx::concatenate(rows, 0);
+    std::vector<const std::vector<uint32_t>*> ptrs;
+    for (const auto& m : masks) ptrs.push_back(m ? &*m : nullptr);
+    logits = apply_token_masks(logits, ptrs);
   }
   auto fast = kernels::log_softmax(logits, model_.fast_path());
   auto logprobs = fast ? *fast : mx::subtract(logits, mx::logsumexp(logits, -1, /*keepdims=*/true));

@@ -15,5 +15,7 @@ namespace mlxcpp {
 
 // logits [B, V]; words: bit (i % 32) of words[i / 32] allows token i (the same mask for every row).
 mlx::core::array apply_token_mask(const mlx::core::array& logits, const std::vector<uint32_t>& words);
+// logits [B, V] with row b masked by masks[b] (null: row b is free): one op for the batch.
+mlx::core::array apply_token_masks(const mlx::core::array& logits, const std::vector<const std::vector<uint32_t>*>& masks);
 
 }  // namespace mlxcpp

@@ -41,6 +41,21 @@ TEST(TokenMask, ForbiddenLogitsBecomeMinusInfinity) {
   EXPECT_THROW(apply_token_mask(logits, std::vector<uint32_t>(2)), Error);  // 64 < 70
 }
 
+// One op for a batch: row 0 masked (words all clear, all set and mixed), row 1 free, row 2 masked
+// otherwise; equal to masking each row alone.
+TEST(TokenMask, BatchMasksEqualRowByRow) {
+  const int V = 100;
+  auto logits = mx::reshape(mx::astype(mx::arange(3 * V), mx::float32), {3, V});
+  auto m0 = mask_of(V, {1, 2, 40, 99});
+  m0[1] = ~0u;  // tokens 32..63 all allowed
+  auto m2 = mask_of(V, {0, 64});
+  auto got = apply_token_masks(logits, {&m0, nullptr, &m2});
+  auto row = [&](int r) { return mx::slice(logits, {r, 0}, {r + 1, V}); };
+  auto want = mx::concatenate({apply_token_mask(row(0), m0), row(1), apply_token_mask(row(2), m2)}, 0);
+  EXPECT_TRUE(mx::array_equal(got, want, /*equal_nan=*/false).item<bool>());
+  EXPECT_THROW(apply_token_masks(logits, {&m0, nullptr}), Error);  // one per row
+}
+
 TEST(TokenMask, EverySamplerDrawsOnlyAllowedTokens) {
   auto logits = mx::random::normal({1, 100}, mx::float32, mx::random::key(3));
   const auto words = mask_of(100, {7, 40, 41});
