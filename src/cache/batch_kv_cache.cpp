@@ -287,20 +287,6 @@ std::unique_ptr<BatchKVCache> BatchKVCache::merge(const std::vector<const KVCach
   return cache;
 }
 
-std::unique_ptr<BatchKVCache> BatchKVCache::with_state(mx::array keys, mx::array values, int idx,
-                                                       std::vector<int> left_padding, std::vector<int> offsets) {
-  if (left_padding.size() != offsets.size() || keys.ndim() != 4 || keys.shape(0) != static_cast<int>(offsets.size()) ||
-      idx < 0 || idx > keys.shape(2)) {
-    throw Error("[BatchKVCache::with_state] buffers, padding and offsets disagree");
-  }
-  auto c = std::make_unique<BatchKVCache>(std::move(left_padding));
-  c->offsets_ = std::move(offsets);
-  c->keys_ = std::move(keys);
-  c->values_ = std::move(values);
-  c->idx_ = idx;
-  return c;
-}
-
 int64_t BatchKVCache::nbytes() const { return cache_detail::buffer_bytes(keys_, values_); }
 
 std::vector<mx::array> BatchKVCache::state() const {

@@ -107,10 +107,6 @@ class BatchKVCache final : public BatchCacheBase {
   std::unique_ptr<KVCacheBase> extract(int row) const override;
   // Solo KVCaches (any may be empty) as one batch, shorter rows left-padded.
   static std::unique_ptr<BatchKVCache> merge(const std::vector<const KVCache*>& caches);
-  // A batch cache over these buffers ([B, H, S, D]: any last dimension and dtype), write
-  // position idx, each row's left padding and offset.
-  static std::unique_ptr<BatchKVCache> with_state(mlx::core::array keys, mlx::core::array values, int idx,
-                                                  std::vector<int> left_padding, std::vector<int> offsets);
 
   // As KVCache's: for fused kernels that write the n new rows of every batch row themselves
   // (at write position offset(), row b's positions offsets()[b]..); exclusive() tells whether

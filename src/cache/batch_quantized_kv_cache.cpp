@@ -15,12 +15,6 @@ const mx::array& part(const QuantizedRows& r, int c) { return c == 0 ? r.w : c =
 
 }  // namespace
 
-BatchQuantizedKVCache::BatchQuantizedKVCache(std::vector<int> left_padding, int group_size, int bits)
-    : BatchCacheBase(left_padding), group_size_(group_size), bits_(bits) {
-  check_kv_quantization({bits, group_size, 0});
-  for (auto& p : planes_) p = std::make_unique<BatchKVCache>(left_padding);
-}
-
 BatchQuantizedKVCache::BatchQuantizedKVCache(std::array<std::unique_ptr<BatchKVCache>, 3> planes, int group_size,
                                              int bits)
     : BatchCacheBase(planes[0]->left_padding()), planes_(std::move(planes)), group_size_(group_size), bits_(bits) {
@@ -30,17 +24,6 @@ BatchQuantizedKVCache::BatchQuantizedKVCache(std::array<std::unique_ptr<BatchKVC
 void BatchQuantizedKVCache::sync() {
   left_padding_ = planes_[0]->left_padding();
   offsets_ = planes_[0]->offsets();
-}
-
-std::unique_ptr<BatchQuantizedKVCache> BatchQuantizedKVCache::from(const BatchKVCache& cache, int group_size, int bits) {
-  auto st = cache.state();
-  if (st.empty()) return std::make_unique<BatchQuantizedKVCache>(cache.left_padding(), group_size, bits);
-  auto k = quantize_rows(st[0], group_size, bits), v = quantize_rows(st[1], group_size, bits);
-  std::array<std::unique_ptr<BatchKVCache>, 3> planes;
-  for (int c = 0; c < 3; ++c) {
-    planes[c] = BatchKVCache::with_state(part(k, c), part(v, c), cache.offset(), cache.left_padding(), cache.offsets());
-  }
-  return std::unique_ptr<BatchQuantizedKVCache>(new BatchQuantizedKVCache(std::move(planes), group_size, bits));
 }
 
 std::unique_ptr<BatchQuantizedKVCache> BatchQuantizedKVCache::merge(const std::vector<const QuantizedKVCache*>& caches) {

@@ -15,9 +15,6 @@ namespace mlxcpp {
 
 class BatchQuantizedKVCache final : public BatchCacheBase, public QuantizedFetch {
  public:
-  BatchQuantizedKVCache(std::vector<int> left_padding, int group_size, int bits);
-  // A batch of plain rows quantized (BatchKVCache.to_quantized): its whole buffers, same positions.
-  static std::unique_ptr<BatchQuantizedKVCache> from(const BatchKVCache& cache, int group_size, int bits);
   // Solo quantized caches (any may be empty; one group size and bits) as one batch.
   static std::unique_ptr<BatchQuantizedKVCache> merge(const std::vector<const QuantizedKVCache*>& caches);
 
