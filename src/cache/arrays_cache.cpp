@@ -17,24 +17,6 @@ using cache_detail::int_array;
 
 namespace {
 
-void check_slot(const char* op, int i, size_t n) {
-  if (i < 0 || static_cast<size_t>(i) >= n) throw Error(fmt::format("[{}] slot {} is outside 0..{}", op, i, n - 1));
-}
-
-int64_t slots_bytes(const std::vector<std::optional<mx::array>>& slots) {
-  int64_t n = 0;
-  for (const auto& s : slots) n += s ? static_cast<int64_t>(s->nbytes()) : 0;
-  return n;
-}
-
-std::vector<mx::array> present(const std::vector<std::optional<mx::array>>& slots) {
-  std::vector<mx::array> out;
-  for (const auto& s : slots) {
-    if (s) out.push_back(*s);
-  }
-  return out;
-}
-
 [[noreturn]] void no_keys(const char* op) {
   throw Error(fmt::format("[{}] a recurrent cache holds state slots, not keys and values", op));
 }
@@ -42,6 +24,30 @@ std::vector<mx::array> present(const std::vector<std::optional<mx::array>>& slot
 }  // namespace
 
 RecurrentState* recurrent_state(KVCacheBase* cache) { return dynamic_cast<RecurrentState*>(cache); }
+
+const std::optional<mx::array>& RecurrentState::slot(int i) const {
+  if (i < 0 || i >= num_slots()) throw Error(fmt::format("[recurrent cache] slot {} is outside 0..{}", i, num_slots() - 1));
+  return slots_[i];
+}
+
+void RecurrentState::set_slot(int i, mx::array value) {
+  (void)slot(i);  // the range check
+  slots_[i] = std::move(value);
+}
+
+int64_t RecurrentState::slots_bytes() const {
+  int64_t n = 0;
+  for (const auto& s : slots_) n += s ? static_cast<int64_t>(s->nbytes()) : 0;
+  return n;
+}
+
+std::vector<mx::array> RecurrentState::present_slots() const {
+  std::vector<mx::array> out;
+  for (const auto& s : slots_) {
+    if (s) out.push_back(*s);
+  }
+  return out;
+}
 
 // --- ArraysCache ------------------------------------------------------------------------------
 
@@ -51,24 +57,15 @@ std::pair<mx::array, mx::array> ArraysCache::update_and_fetch(const mx::array&, 
 
 AttentionMask ArraysCache::make_mask(int, std::optional<int>, bool) const { return AttentionMask::none(); }
 
-int64_t ArraysCache::nbytes() const { return slots_bytes(slots_); }
+int64_t ArraysCache::nbytes() const { return slots_bytes(); }
 
-std::vector<mx::array> ArraysCache::state() const { return present(slots_); }
+std::vector<mx::array> ArraysCache::state() const { return present_slots(); }
 
-const std::optional<mx::array>& ArraysCache::slot(int i) const {
-  check_slot("ArraysCache::slot", i, slots_.size());
-  return slots_[i];
-}
-
-void ArraysCache::set_slot(int i, mx::array value) {
-  check_slot("ArraysCache::set_slot", i, slots_.size());
-  slots_[i] = std::move(value);
-}
 
 // --- BatchArraysCache -------------------------------------------------------------------------
 
 BatchArraysCache::BatchArraysCache(int slots, std::vector<int> left_padding)
-    : BatchCacheBase(std::move(left_padding)), slots_(slots) {}
+    : BatchCacheBase(std::move(left_padding)), RecurrentState(slots) {}
 
 std::unique_ptr<BatchArraysCache> BatchArraysCache::merge(const std::vector<const ArraysCache*>& caches) {
   if (caches.empty()) throw Error("[BatchArraysCache::merge] no caches to merge");
@@ -111,9 +108,9 @@ AttentionMask BatchArraysCache::make_mask(int n, std::optional<int>, bool) const
   return m ? AttentionMask::of(*m) : AttentionMask::none();
 }
 
-int64_t BatchArraysCache::nbytes() const { return slots_bytes(slots_); }
+int64_t BatchArraysCache::nbytes() const { return slots_bytes(); }
 
-std::vector<mx::array> BatchArraysCache::state() const { return present(slots_); }
+std::vector<mx::array> BatchArraysCache::state() const { return present_slots(); }
 
 void BatchArraysCache::prepare(const std::vector<int>&, const std::vector<int>& lengths,
                                const std::vector<int>& right_padding) {
@@ -191,15 +188,6 @@ std::unique_ptr<KVCacheBase> BatchArraysCache::extract(int row) const {
   return out;
 }
 
-const std::optional<mx::array>& BatchArraysCache::slot(int i) const {
-  check_slot("BatchArraysCache::slot", i, slots_.size());
-  return slots_[i];
-}
-
-void BatchArraysCache::set_slot(int i, mx::array value) {
-  check_slot("BatchArraysCache::set_slot", i, slots_.size());
-  slots_[i] = std::move(value);
-}
 
 void BatchArraysCache::advance(int n) {
   for (auto& l : lengths_) l -= n;

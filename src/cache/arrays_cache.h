@@ -16,12 +16,15 @@
 
 namespace mlxcpp {
 
-// What a recurrent layer reads and writes, whichever of the two caches holds it.
+// What a recurrent layer reads and writes, whichever of the two caches holds it: the state slots
+// (held here), and what differs between one sequence and a batch.
 class RecurrentState {
  public:
   virtual ~RecurrentState() = default;
-  virtual const std::optional<mlx::core::array>& slot(int i) const = 0;
-  virtual void set_slot(int i, mlx::core::array value) = 0;
+  // Slot i (absent until a layer first writes it); Error for i outside the slots.
+  const std::optional<mlx::core::array>& slot(int i) const;
+  void set_slot(int i, mlx::core::array value);
+  int num_slots() const { return static_cast<int>(slots_.size()); }
   // cache.lengths: [B] int32, each row's valid tokens in the step being prefilled (right-padded
   // prompts); nullopt outside such a step.
   virtual const std::optional<mlx::core::array>& lengths() const = 0;
@@ -30,6 +33,15 @@ class RecurrentState {
   // cache.make_mask(n) (base.create_ssm_mask): [B, n] bool, true where a token is real; nullopt
   // when every token is.
   virtual std::optional<mlx::core::array> ssm_mask(int n) const = 0;
+
+ protected:
+  explicit RecurrentState(int slots) : slots_(slots) {}
+  RecurrentState(const RecurrentState&) = default;
+  RecurrentState& operator=(const RecurrentState&) = default;
+  int64_t slots_bytes() const;
+  std::vector<mlx::core::array> present_slots() const;  // the slots written so far
+
+  std::vector<std::optional<mlx::core::array>> slots_;
 };
 
 // The recurrent cache of the layer `cache` (null when it holds none, or for no cache).
@@ -37,7 +49,7 @@ RecurrentState* recurrent_state(KVCacheBase* cache);
 
 class ArraysCache final : public KVCacheBase, public RecurrentState {
  public:
-  explicit ArraysCache(int slots) : slots_(slots) {}
+  explicit ArraysCache(int slots) : RecurrentState(slots) {}
 
   // Recurrent layers never call these.
   std::pair<mlx::core::array, mlx::core::array> update_and_fetch(const mlx::core::array& keys,
@@ -54,15 +66,11 @@ class ArraysCache final : public KVCacheBase, public RecurrentState {
   std::vector<mlx::core::array> state() const override;
   std::unique_ptr<KVCacheBase> clone() const override { return std::make_unique<ArraysCache>(*this); }
 
-  const std::optional<mlx::core::array>& slot(int i) const override;
-  void set_slot(int i, mlx::core::array value) override;
   const std::optional<mlx::core::array>& lengths() const override { return none_; }
   void advance(int n) override { seen_ += n; }
   std::optional<mlx::core::array> ssm_mask(int) const override { return std::nullopt; }
-  int num_slots() const { return static_cast<int>(slots_.size()); }
 
  private:
-  std::vector<std::optional<mlx::core::array>> slots_;
   std::optional<mlx::core::array> none_;
   int seen_ = 0;
 };
@@ -94,14 +102,11 @@ class BatchArraysCache final : public BatchCacheBase, public RecurrentState {
   void extend(BatchCacheBase& other) override;
   std::unique_ptr<KVCacheBase> extract(int row) const override;
 
-  const std::optional<mlx::core::array>& slot(int i) const override;
-  void set_slot(int i, mlx::core::array value) override;
   const std::optional<mlx::core::array>& lengths() const override { return lengths_arr_; }
   void advance(int n) override;
   std::optional<mlx::core::array> ssm_mask(int n) const override;
 
  private:
-  std::vector<std::optional<mlx::core::array>> slots_;
   std::vector<int> lengths_;        // host copy of lengths_arr_ (empty: none)
   std::vector<int> right_padding_;  // of the padded prefill in progress (finalize() subtracts it)
   std::optional<mlx::core::array> lengths_arr_;
