@@ -110,13 +110,7 @@ RowId BatchGenerator::insert(BatchRow row) {
   st.tokens = std::move(row.history);
   st.sampler = std::move(row.sampler);
   st.processors = std::move(row.processors);
-  if (row.grammar) {
-    if (row.grammar->mask_words() * 32 < static_cast<size_t>(model_.vocab_size())) {
-      throw RequestError(fmt::format("[batch] the grammar was compiled for {} tokens at most, the model has {}",
-                                     row.grammar->mask_words() * 32, model_.vocab_size()));
-    }
-    st.matcher.emplace(row.grammar->matcher());
-  }
+  if (row.grammar) st.matcher.emplace(grammar_matcher(*row.grammar, model_.vocab_size(), "batch"));
   st.max_tokens = row.max_tokens;
   LayerCaches cache = row.cache.empty() ? model_.make_cache() : std::move(row.cache);
   if (const auto& q = opts_.kv_quantization) {  // every plain KV layer held quantized
@@ -286,11 +280,11 @@ std::pair<std::vector<int>, std::vector<mx::array>> BatchGenerator::step(GenBatc
         contexts.push_back(*r.context);
         for (const auto& p : r.processors) sl = p(*r.context, sl);
       }
-      if (masks[e]) sl = apply_token_mask(sl, *masks[e]);
       rows.push_back(sl);
     }
     logits = mx::concatenate(rows, 0);
-  } else if (any_grammar) {
+  }
+  if (any_grammar) {  // after the processors: the masked logits are what the samplers see
     std::vector<const std::vector<uint32_t>*> ptrs;
     for (const auto& m : masks) ptrs.push_back(m ? &*m : nullptr);
     logits = apply_token_masks(logits, ptrs);

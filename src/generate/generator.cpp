@@ -35,12 +35,8 @@ Generator::Generator(const Model& model, std::vector<int> prompt, Sampler sample
   if (opts_.prefill_step_size <= 0) throw RequestError("[generate] prefill_step_size must be positive");
   if (opts_.kv_quantization) check_kv_quantization(*opts_.kv_quantization);
   if (opts_.grammar) {
-    if (opts_.grammar->mask_words() * 32 < static_cast<size_t>(model_.vocab_size())) {
-      throw RequestError("[generate] the grammar was compiled for " + std::to_string(opts_.grammar->mask_words() * 32) +
-                         " tokens at most, the model has " + std::to_string(model_.vocab_size()));
-    }
     const auto t0 = std::chrono::steady_clock::now();
-    matcher_.emplace(opts_.grammar->matcher());
+    matcher_.emplace(grammar_matcher(*opts_.grammar, model_.vocab_size(), "generate"));
     matcher_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   if (!processors_.empty() && !opts_.history.empty()) {

@@ -40,6 +40,15 @@ mx::array masked(const mx::array& logits, std::vector<uint8_t>& allowed, const m
 
 }  // namespace
 
+GrammarMatcher grammar_matcher(const Grammar& grammar, int vocab, const char* op) {
+  if (grammar.mask_words() * 32 < static_cast<size_t>(vocab)) {
+    throw RequestError(std::string("[") + op + "] the grammar was compiled for " +
+                       std::to_string(grammar.mask_words() * 32) + " tokens at most, the model has " +
+                       std::to_string(vocab));
+  }
+  return grammar.matcher();
+}
+
 mx::array apply_token_mask(const mx::array& logits, const std::vector<uint32_t>& words) {
   const int vocab = logits.shape(-1);
   std::vector<uint8_t> allowed(vocab);

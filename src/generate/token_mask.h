@@ -15,6 +15,9 @@ namespace mlxcpp {
 
 // logits [B, V]; words: bit (i % 32) of words[i / 32] allows token i (the same mask for every row).
 mlx::core::array apply_token_mask(const mlx::core::array& logits, const std::vector<uint32_t>& words);
+// A matcher of `grammar` for a model whose logits are `vocab` wide; RequestError (op-tagged) when
+// the grammar's token environment is narrower.
+GrammarMatcher grammar_matcher(const Grammar& grammar, int vocab, const char* op);
 // logits [B, V] with row b masked by masks[b] (null: row b is free): one op for the batch.
 mlx::core::array apply_token_masks(const mlx::core::array& logits, const std::vector<const std::vector<uint32_t>*>& masks);
 

@@ -187,19 +187,16 @@ PreparedCall render_chat(const sched::ServedModel& m, const ChatCall& call) {
 
 PreparedCall prepare_chat(const sched::Engine& engine, const ChatCall& call, const ServerDefaults& d) {
   PreparedCall p = render_chat(engine.model(), call);
+  GenParams gen = call.gen;
   if (p.tool_grammar) {  // a forced or strict call: held to the tools' grammar
-    if (call.gen.grammar) {
-      throw FieldError(call.gen.grammar_param, fmt::format("'{}' cannot be combined with a forced or strict tool call",
-                                                           call.gen.grammar_param));
+    if (gen.grammar) {
+      throw FieldError(gen.grammar_param,
+                       fmt::format("'{}' cannot be combined with a forced or strict tool call", gen.grammar_param));
     }
-    GenParams gen = call.gen;
     gen.grammar = p.tool_grammar;
     gen.grammar_param = "tools";
-    finish_gen_params(gen, engine.model(), d, p.request);
-    engine.check_admission(p.request.prompt.size(), p.request.max_tokens);
-    return p;
   }
-  finish_gen_params(call.gen, engine.model(), d, p.request);
+  finish_gen_params(gen, engine.model(), d, p.request);
   engine.check_admission(p.request.prompt.size(), p.request.max_tokens);
   return p;
 }
