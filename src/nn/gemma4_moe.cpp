@@ -14,7 +14,9 @@ namespace mlxcpp {
 Gemma4Moe::Gemma4Moe(Linear proj, mx::array scale, mx::array per_expert_scale, SwitchGLU experts, RMSNorm n1,
                      RMSNorm n2, RMSNorm n3, int top_k, float eps, int dims, kernels::FastPath fast)
     : proj_(std::move(proj)),
-      scale_(std::move(scale)),
+      // Router.__call__'s scale * hidden ** -0.5, the same op once at load rather than each step.
+      router_norm_w_(mx::multiply(scale, mx::array(static_cast<float>(std::pow(static_cast<double>(dims), -0.5)),
+                                                   scale.dtype()))),
       per_expert_scale_(std::move(per_expert_scale)),
       experts_(std::move(experts)),
       post_ff_1_(std::move(n1)),
@@ -22,7 +24,6 @@ Gemma4Moe::Gemma4Moe(Linear proj, mx::array scale, mx::array per_expert_scale, S
       post_ff_2_(std::move(n3)),
       top_k_(top_k),
       eps_(eps),
-      root_size_(std::pow(static_cast<double>(dims), -0.5)),
       fast_(std::move(fast)) {}
 
 Gemma4Moe Gemma4Moe::load(const LoadContext& ctx, const std::string& p, int dims, Shape s, float eps) {
@@ -36,8 +37,7 @@ Gemma4Moe Gemma4Moe::load(const LoadContext& ctx, const std::string& p, int dims
 }
 
 std::pair<mx::array, mx::array> Gemma4Moe::route(const mx::array& h) const {
-  auto w = mx::multiply(scale_, mx::array(static_cast<float>(root_size_), scale_.dtype()));
-  auto scores = proj_(mx::fast::rms_norm(h, w, eps_));
+  auto scores = proj_(mx::fast::rms_norm(h, router_norm_w_, eps_));
   auto part = mx::argpartition(scores, -top_k_, -1);
   auto start = mx::Shape(part.ndim(), 0), stop = part.shape();
   start.back() = stop.back() - top_k_;
@@ -57,7 +57,7 @@ mx::array Gemma4Moe::operator()(const mx::array& h) const {
 
 void Gemma4Moe::collect(std::vector<mx::array>& out) const {
   proj_.collect(out);
-  out.push_back(scale_);
+  out.push_back(router_norm_w_);
   out.push_back(per_expert_scale_);
   experts_.collect(out);
   for (const auto* n : {&post_ff_1_, &pre_ff_2_, &post_ff_2_}) n->collect(out);

@@ -36,12 +36,11 @@ class Gemma4Moe {
   std::pair<mlx::core::array, mlx::core::array> route(const mlx::core::array& h) const;
 
   Linear proj_;
-  mlx::core::array scale_, per_expert_scale_;
+  mlx::core::array router_norm_w_, per_expert_scale_;  // router.scale * hidden ** -0.5
   SwitchGLU experts_;
   RMSNorm post_ff_1_, pre_ff_2_, post_ff_2_;
   int top_k_;
   float eps_;
-  double root_size_;         // hidden ** -0.5
   kernels::FastPath fast_;  // null in parity mode
 };
 
