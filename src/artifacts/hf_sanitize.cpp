@@ -12,12 +12,6 @@ namespace mx = mlx::core;
 
 namespace mlxcpp {
 
-namespace {
-
-using ojson = nlohmann::ordered_json;
-
-// qwen3_moe.py / glm4_moe.py sanitize: "<layer>.mlp.experts.<e>.<proj>.<param>" for e < n
-// becomes "<layer>.mlp.switch_mlp.<proj>.<param>", the experts stacked on a new first axis.
 void stack_experts(std::map<std::string, mx::array>& weights, int num_experts, const std::string& model_type) {
   static const std::regex kExpert(R"(^(.*)\.experts\.0\.(.+)$)");
   std::vector<std::pair<std::string, std::string>> groups;  // (prefix, rest)
@@ -39,6 +33,10 @@ void stack_experts(std::map<std::string, mx::array>& weights, int num_experts, c
     weights.insert_or_assign(prefix + ".switch_mlp." + rest, mx::stack(parts));
   }
 }
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
 
 int config_int(const ojson& config, const char* key) {
   if (!config.contains(key) || !config[key].is_number_integer()) {

@@ -18,4 +18,9 @@ namespace mlxcpp {
 // WeightError naming the tensor for a layout it cannot bring to MLX names.
 void sanitize_weights(const nlohmann::ordered_json& config, std::map<std::string, mlx::core::array>& weights);
 
+// qwen3_moe.py / glm4_moe.py / qwen3_next.py sanitize: "<layer>.mlp.experts.<e>.<proj>.<param>"
+// for e < num_experts becomes "<layer>.mlp.switch_mlp.<proj>.<param>", the experts stacked on a
+// new first axis; WeightError naming a missing expert's tensor.
+void stack_experts(std::map<std::string, mlx::core::array>& weights, int num_experts, const std::string& model_type);
+
 }  // namespace mlxcpp

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <mlx/ops.h>
 
+#include "artifacts/hf_sanitize.h"
 #include "core/errors.h"
 
 namespace mx = mlx::core;
@@ -22,10 +23,6 @@ namespace {
 using ojson = nlohmann::ordered_json;
 using Weights = std::map<std::string, mx::array>;
 
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-bool ends_with(const std::string& s, const std::string& p) {
-  return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
-}
 bool has(const std::string& s, const char* frag) { return s.find(frag) != std::string::npos; }
 
 bool unsanitized_conv(const std::string& name, const mx::array& v) { return has(name, "conv1d.weight") && v.shape(-1) != 1; }
@@ -37,7 +34,7 @@ void fix_conv_and_norms(Weights& weights, bool add_one) {
                                                   "model.norm.weight", ".q_norm.weight", ".k_norm.weight"};
   for (auto& [k, v] : weights) {
     if (unsanitized_conv(k, v)) v = mx::moveaxis(v, 2, 1);
-    const bool norm = std::any_of(kNorms.begin(), kNorms.end(), [&](const std::string& s) { return ends_with(k, s); });
+    const bool norm = std::any_of(kNorms.begin(), kNorms.end(), [&](const std::string& s) { return k.ends_with(s); });
     if (add_one && norm && v.ndim() == 1) v = mx::add(v, mx::array(1.0f, v.dtype()));
   }
 }
@@ -59,11 +56,11 @@ mx::array take(Weights& weights, const std::string& name, const std::string& why
 Weights under_language_model(Weights& weights) {
   Weights out;
   for (auto& [k, v] : weights) {
-    if (starts_with(k, "vision_tower") || starts_with(k, "model.visual")) continue;
+    if (k.starts_with("vision_tower") || k.starts_with("model.visual")) continue;
     std::string key;
-    if (starts_with(k, "model.language_model")) {
+    if (k.starts_with("model.language_model")) {
       key = "language_model.model" + k.substr(std::string("model.language_model").size());
-    } else if (starts_with(k, "language_model.")) {
+    } else if (k.starts_with("language_model.")) {
       key = k;
     } else {
       key = "language_model." + k;
@@ -120,27 +117,14 @@ void sanitize_qwen3_5(const ojson& config, Weights& weights) {
 
 void sanitize_qwen3_next(const ojson& config, Weights& weights) {
   // Only the HF layout (per-expert tensors) is touched; an MLX one passes as it is.
-  std::vector<int> moe_layers;
-  for (const auto& [k, _] : weights) {
-    if (starts_with(k, "model.layers.") && ends_with(k, ".mlp.experts.0.up_proj.weight")) {
-      moe_layers.push_back(std::stoi(k.substr(std::string("model.layers.").size())));
-    }
-  }
-  if (moe_layers.empty()) return;
+  const bool hf_layout = std::any_of(weights.begin(), weights.end(), [](const auto& kv) {
+    return kv.first.starts_with("model.layers.") && kv.first.ends_with(".mlp.experts.0.up_proj.weight");
+  });
+  if (!hf_layout) return;
   drop_mtp(weights);
   const int num_experts = int_field(config, "num_experts", -1);
   if (num_experts < 0) throw ConfigError("config.json: field 'num_experts': missing (qwen3_next)");
-  for (int l : moe_layers) {
-    const std::string prefix = fmt::format("model.layers.{}.mlp", l);
-    for (const char* n : {"up_proj", "down_proj", "gate_proj"}) {
-      std::vector<mx::array> parts;
-      for (int e = 0; e < num_experts; ++e) {
-        parts.push_back(take(weights, fmt::format("{}.experts.{}.{}.weight", prefix, e, n),
-                             fmt::format("qwen3_next has {} experts per layer", num_experts)));
-      }
-      weights.insert_or_assign(fmt::format("{}.switch_mlp.{}.weight", prefix, n), mx::stack(parts));
-    }
-  }
+  stack_experts(weights, num_experts, "qwen3_next");
   fix_conv_and_norms(weights, true);
 }
 
