@@ -426,17 +426,8 @@ TEST(BatchFastPathGemma4, SharedLayersReadTheDonorsBatchCaches) {
     for (int b = 0; b < B; ++b) toks.push_back(step_token(b, s, vocab));
     auto ids = mx::array(toks.data(), {B, 1}, mx::int32);
     auto got = last((*fast.model)(ids, &fb));
-    std::set<const void*> blocks;  // distinct attention-block primitives (one per donor layer)
-    std::vector<mx::array> stack{got};
-    std::set<std::uintptr_t> seen;
-    while (!stack.empty()) {
-      auto a = stack.back();
-      stack.pop_back();
-      if (!seen.insert(a.id()).second || !a.has_primitive()) continue;
-      if (a.primitive().name() == std::string("MlxcppAttentionBlock")) blocks.insert(&a.primitive());
-      for (const auto& in : a.inputs()) stack.push_back(in);
-    }
-    EXPECT_EQ(blocks.size(), 4u) << "step " << s;
+    // Distinct attention-block primitives: one per donor layer.
+    EXPECT_EQ(distinct_primitives(got)["MlxcppAttentionBlock"], 4u) << "step " << s;
     auto ref = last((*parity.model)(ids, &pb));
     mx::eval(got, ref);
     vs_parity.add(ref, got);

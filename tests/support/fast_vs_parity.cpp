@@ -26,18 +26,36 @@ Agreement agreement(const mx::array& ref, const mx::array& got) {
   return {mx::mean(kl).item<float>(), mx::max(kl).item<float>(), top1.item<float>()};
 }
 
-std::multiset<std::string> primitive_names(const mx::array& out) {
-  std::multiset<std::string> names;
+namespace {
+
+// Each array of the graph behind `out` that has a primitive, once.
+template <class F>
+void walk_graph(const mx::array& out, F&& visit) {
   std::vector<mx::array> stack{out};
   std::set<std::uintptr_t> seen;
   while (!stack.empty()) {
     auto a = stack.back();
     stack.pop_back();
     if (!seen.insert(a.id()).second || !a.has_primitive()) continue;
-    names.insert(a.primitive().name());
+    visit(a);
     for (const auto& in : a.inputs()) stack.push_back(in);
   }
+}
+
+}  // namespace
+
+std::multiset<std::string> primitive_names(const mx::array& out) {
+  std::multiset<std::string> names;
+  walk_graph(out, [&](const mx::array& a) { names.insert(a.primitive().name()); });
   return names;
+}
+
+std::map<std::string, size_t> distinct_primitives(const mx::array& out) {
+  std::map<std::string, std::set<const void*>> seen;
+  walk_graph(out, [&](const mx::array& a) { seen[a.primitive().name()].insert(&a.primitive()); });
+  std::map<std::string, size_t> counts;
+  for (const auto& [name, prims] : seen) counts[name] = prims.size();
+  return counts;
 }
 
 }  // namespace mlxcpp::test

@@ -1,6 +1,7 @@
 // Fast path against parity mode on real models: teacher-forced logits and their agreement.
 #pragma once
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -21,5 +22,8 @@ Agreement agreement(const mlx::core::array& ref, const mlx::core::array& got);
 
 // The primitives of the graph behind `out`, one entry per op (which kernels a call took).
 std::multiset<std::string> primitive_names(const mlx::core::array& out);
+// The same by name, counting each primitive object once (a multi-output primitive, e.g. a block
+// that also returns its caches, is reached through several of its outputs).
+std::map<std::string, size_t> distinct_primitives(const mlx::core::array& out);
 
 }  // namespace mlxcpp::test
