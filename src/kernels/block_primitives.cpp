@@ -24,13 +24,6 @@ QLinearView view(const BlockArrays& in, const LinearSlot& s) {
   return v;
 }
 
-std::vector<mx::array> weak_copies(const std::vector<mx::array>& in) {
-  std::vector<mx::array> out;
-  out.reserve(in.size());
-  for (const auto& a : in) out.push_back(mx::array::unsafe_weak_copy(a));
-  return out;
-}
-
 // Working buffers of the blocks, grown as needed and reused from block to block.
 struct BlockScratch {
   std::vector<float> xn, a, b, c, d;
@@ -222,14 +215,6 @@ void add_cache_shapes(const AttentionBlockSpec& s, const std::vector<mx::array>&
   if (s.ragged) return;
   shapes.push_back(inputs[s.cache_first].shape());
   shapes.push_back(inputs[s.cache_first + 1].shape());
-}
-
-mx::cpu::CommandEncoder& encoder_for(mx::Stream s, const std::vector<mx::array>& inputs,
-                                     std::vector<mx::array>& outputs) {
-  auto& enc = mx::cpu::get_command_encoder(s);
-  for (const auto& in : inputs) enc.set_input_array(in);
-  for (auto& o : outputs) enc.set_output_array(o);
-  return enc;
 }
 
 }  // namespace

@@ -5,12 +5,12 @@
 #include <vector>
 
 #include <mlx/allocator.h>
-#include <mlx/backend/cpu/encoder.h>
 #include <mlx/ops.h>
 #include <mlx/primitives.h>
 
 #include "core/errors.h"
 #include "kernels/array_access.h"
+#include "kernels/cpu_dispatch.h"
 #include "kernels/vec_ops.h"
 
 namespace mx = mlx::core;
@@ -62,13 +62,8 @@ class GatedDeltaCorePrimitive : public mx::Primitive {
 
 void GatedDeltaCorePrimitive::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   for (auto& o : outputs) o.set_data(mx::allocator::malloc(o.nbytes()));
-  auto& enc = mx::cpu::get_command_encoder(stream());
-  for (const auto& in : inputs) enc.set_input_array(in);
-  for (auto& o : outputs) enc.set_output_array(o);
-  std::vector<mx::array> in, out;
-  for (const auto& x : inputs) in.push_back(mx::array::unsafe_weak_copy(x));
-  for (const auto& x : outputs) out.push_back(mx::array::unsafe_weak_copy(x));
-  enc.dispatch([in = std::move(in), out = std::move(out), ctx = ctx_, sh = sh_, has_mask = has_mask_,
+  auto& enc = encoder_for(stream(), inputs, outputs);
+  enc.dispatch([in = weak_copies(inputs), out = weak_copies(outputs), ctx = ctx_, sh = sh_, has_mask = has_mask_,
                 has_lengths = has_lengths_]() mutable {
     KernelContext::Timer timer(*ctx);
     const int B = in[0].shape(0), S = in[0].shape(1), C = in[0].shape(2), K = sh.kernel, nk = K - 1;

@@ -112,9 +112,7 @@ class QuantAttentionPrimitive : public mx::UnaryPrimitive {
 
 void QuantAttentionPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
   auto& enc = begin_unary(stream(), inputs, out);
-  std::vector<mx::array> in;
-  for (const auto& a : inputs) in.push_back(mx::array::unsafe_weak_copy(a));
-  enc.dispatch([out = mx::array::unsafe_weak_copy(out), in = std::move(in), ctx = ctx_, sh = sh_]() mutable {
+  enc.dispatch([out = mx::array::unsafe_weak_copy(out), in = weak_copies(inputs), ctx = ctx_, sh = sh_]() mutable {
     KernelContext::Timer timer(*ctx);
     const int B = in[0].shape(0), Hq = in[0].shape(1), L = in[0].shape(2), D = in[0].shape(3);
     const int Hkv = in[1].shape(1), S = in[1].shape(2), G = Hq / Hkv, groups = sh.bits == 0 ? 1 : D / sh.group;
