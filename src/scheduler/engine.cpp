@@ -11,7 +11,6 @@
 #include "cache/arrays_cache.h"
 #include "core/errors.h"
 #include "generate/generator.h"
-#include "generate/token_mask.h"
 #include "scheduler/output_pipeline.h"
 
 namespace mx = mlx::core;
