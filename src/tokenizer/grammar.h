@@ -24,13 +24,13 @@ class Tokenizer;
 
 enum class GrammarKind { kJsonSchema = 0, kRegex = 1, kLark = 2 };
 
-// What to constrain a generation to: a grammar of `kind` in `text`; json_whitespace >= 0 bounds
-// each run of JSON whitespace (0: compact), < 0 leaves it free.
 // JSON whitespace bound used unless asked otherwise (bench/structured --whitespace: greedy and
 // sampled outputs of 30 realistic schemas on SmolLM2 and Gemma 3 ended normally with runs of at most
 // 13 characters in 90-95% of cases, 15-30 at p99; longer runs were the drift toward max_tokens).
 inline constexpr int kDefaultJsonWhitespace = 20;
 
+// What to constrain a generation to: a grammar of `kind` in `text`; json_whitespace >= 0 bounds
+// each run of JSON whitespace (0: compact), < 0 leaves it free.
 struct GrammarSpec {
   GrammarKind kind = GrammarKind::kJsonSchema;
   std::string text;
