@@ -28,53 +28,33 @@ struct QAttnShape {
   int window = 0;  // > 0: query l also skips keys before last(l) - window + 1
 };
 
-// One quantized tensor of the cache inside the kernel: packed rows (strided over batch and
-// head), scales and biases as contiguous float32 [B, H, S, D / group].
-struct QRows {
-  const uint32_t* w;
-  long wb, wh, wj;  // element strides of batch, head and row
-  const float* scales;
-  const float* biases;
-  int heads, rows, groups;
-  const float* f = nullptr;  // a plain float32 cache instead (bits 0): rows at these strides
-
-  const uint32_t* row(int b, int h, int j) const { return w + b * wb + h * wh + j * wj; }
-  long srow(int b, int h, int j) const { return ((static_cast<long>(b) * heads + h) * rows + j) * groups; }
-};
-
-// MLX's packing: element i of a row at bits [i * Bits, (i + 1) * Bits) of the row's little-endian
-// words, so byte i * Bits / 8 holds 8 / Bits consecutive elements, the first in the low bits.
-template <int Bits>
-void dequant_rows(const QRows& t, int b, int h, int j0, int n, int d, int group, float* out) {
-  constexpr int per_byte = 8 / Bits;
-  constexpr unsigned mask = (1u << Bits) - 1;
-  for (int j = 0; j < n; ++j) {
-    const auto* bytes = reinterpret_cast<const uint8_t*>(t.row(b, h, j0 + j));
-    const long s = t.srow(b, h, j0 + j);
-    float* o = out + static_cast<long>(j) * d;
-    for (int g = 0; g < t.groups; ++g) {
-      const float sc = t.scales[s + g], bi = t.biases[s + g];
-      const uint8_t* gb = bytes + g * group / per_byte;
-      float* go = o + g * group;
-      for (int k = 0; k < group / per_byte; ++k) {
-        const unsigned byte = gb[k];
-        for (int e = 0; e < per_byte; ++e) {
-          go[k * per_byte + e] = static_cast<float>((byte >> (e * Bits)) & mask) * sc + bi;
-        }
-      }
-    }
-  }
-}
-
-void dequant(const QRows& t, int bits, int b, int h, int j0, int n, int d, int group, float* out) {
+// n rows j0.. of (b, h) dequantized (or copied, for a float cache) into out, d floats apart.
+void dequant(const VecOps& v, const QuantKvRows& t, int bits, int group, int b, int h, int j0, int n, int d,
+             float* out) {
   if (bits == 0) {  // float32 rows: copied into the tile as they are
     for (int j = 0; j < n; ++j) std::copy_n(t.f + b * t.wb + h * t.wh + (j0 + j) * t.wj, d, out + static_cast<long>(j) * d);
     return;
   }
-  switch (bits) {
-    case 2: return dequant_rows<2>(t, b, h, j0, n, d, group, out);
-    case 4: return dequant_rows<4>(t, b, h, j0, n, d, group, out);
-    default: return dequant_rows<8>(t, b, h, j0, n, d, group, out);
+  const int groups = d / group;
+  float s16[16], b16[16];  // a row's groups, converted from float16
+  for (int j = 0; j < n; ++j) {
+    const auto* bytes = reinterpret_cast<const uint8_t*>(t.w + b * t.wb + h * t.wh + (j0 + j) * t.wj);
+    const long srow = b * t.sb + h * t.sh + (j0 + j) * t.sj;
+    const float *sc, *bi;
+    if (t.f16) {
+      const auto* hs = static_cast<const mx::float16_t*>(t.scales) + srow;
+      const auto* hb = static_cast<const mx::float16_t*>(t.biases) + srow;
+      for (int g = 0; g < groups; ++g) {
+        s16[g] = static_cast<float>(hs[g]);
+        b16[g] = static_cast<float>(hb[g]);
+      }
+      sc = s16;
+      bi = b16;
+    } else {
+      sc = static_cast<const float*>(t.scales) + srow;
+      bi = static_cast<const float*>(t.biases) + srow;
+    }
+    v.dequant_row(bytes, bits, d, group, sc, bi, out + static_cast<long>(j) * d);
   }
 }
 
@@ -88,7 +68,39 @@ void merge_part(float* o, float& m, float& s, const float* ot, float mt, float s
   m = mn;
 }
 
-// inputs: q [B, Hq, L, D], kw, ks, kb, vw, vs, vb; output [B, Hq, L, D] float32.
+// One side of the cache among a primitive's inputs (w, scales, biases at `first`; or a float
+// cache), as the host kernel reads it: scales and biases are read in place when their groups
+// are contiguous, else gathered into `scratch` first.
+QuantKvRows kv_rows(const std::vector<mx::array>& in, int first, int bits, std::vector<float> (&scratch)[2]) {
+  const auto& w = in[first];
+  const auto& st = w.strides();
+  if (st[3] != 1) throw Error("[MlxcppQuantAttention] cache rows must be contiguous");
+  QuantKvRows r;
+  if (bits == 0) {
+    r.f = w.data<float>();
+    r.wb = st[0], r.wh = st[1], r.wj = st[2];
+    return r;
+  }
+  r.w = w.data<uint32_t>();
+  r.wb = st[0], r.wh = st[1], r.wj = st[2];
+  const auto& s = in[first + 1];
+  const auto& b = in[first + 2];
+  const bool in_place = s.strides() == b.strides() && s.strides()[3] == 1 && s.dtype() == b.dtype() &&
+                        (s.dtype() == mx::float32 || s.dtype() == mx::float16);
+  if (in_place) {
+    r.scales = s.data<void>();
+    r.biases = b.data<void>();
+    r.f16 = s.dtype() == mx::float16;
+    r.sb = s.strides()[0], r.sh = s.strides()[1], r.sj = s.strides()[2];
+  } else {
+    r.scales = contiguous_f32(s, scratch[0]);
+    r.biases = contiguous_f32(b, scratch[1]);
+    r.sj = s.shape(3), r.sh = r.sj * s.shape(2), r.sb = r.sh * s.shape(1);
+  }
+  return r;
+}
+
+// inputs: q [B, Hq, L, D], kw, ks, kb, vw, vs, vb (or k, v: float rows); output [B, Hq, L, D] float32.
 class QuantAttentionPrimitive : public mx::UnaryPrimitive {
  public:
   QuantAttentionPrimitive(mx::Stream s, FastPath ctx, QAttnShape shape)
@@ -115,114 +127,152 @@ void QuantAttentionPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx:
   enc.dispatch([out = mx::array::unsafe_weak_copy(out), in = weak_copies(inputs), ctx = ctx_, sh = sh_]() mutable {
     KernelContext::Timer timer(*ctx);
     const int B = in[0].shape(0), Hq = in[0].shape(1), L = in[0].shape(2), D = in[0].shape(3);
-    const int Hkv = in[1].shape(1), S = in[1].shape(2), G = Hq / Hkv, groups = sh.bits == 0 ? 1 : D / sh.group;
-    std::vector<float> qs, kss, kbs, vss, vbs;
+    std::vector<float> qs, ks[2], vs[2];
     const float* q = contiguous_f32(in[0], qs);
-    auto rows = [&](const mx::array& w, const mx::array& s, const mx::array& b, std::vector<float>& s_scratch,
-                    std::vector<float>& b_scratch) {
-      const auto& st = w.strides();
-      if (st[3] != 1) throw Error("[MlxcppQuantAttention] packed cache rows must be contiguous");
-      return QRows{w.data<uint32_t>(), static_cast<long>(st[0]), static_cast<long>(st[1]), static_cast<long>(st[2]),
-                   contiguous_f32(s, s_scratch), contiguous_f32(b, b_scratch), Hkv, S, groups};
-    };
-    auto float_rows = [&](const mx::array& a) {  // [B, H, S, D] float32, rows contiguous
-      const auto& st = a.strides();
-      return QRows{nullptr, static_cast<long>(st[0]), static_cast<long>(st[1]), static_cast<long>(st[2]),
-                   nullptr, nullptr, Hkv, S, 1, a.data<float>()};
-    };
-    const QRows K = sh.bits == 0 ? float_rows(in[1]) : rows(in[1], in[2], in[3], kss, kbs);
-    const QRows V = sh.bits == 0 ? float_rows(in[2]) : rows(in[4], in[5], in[6], vss, vbs);
-    const VecOps& v = vec_ops(ctx->isa());
-    const int threads = ctx->threads();
-    const int qblocks = L == 1 ? 1 : (L + kQBlock - 1) / kQBlock;
-    const int keys = sh.window > 0 ? std::min(S, sh.window) : S;  // a decode step's
-    const int sp = L == 1 ? std::max(1, std::min((4 * threads + B * Hkv - 1) / (B * Hkv), keys / kMinSlice)) : 1;
-    const int tasks = B * Hkv * qblocks * sp;
-    const long qrow = static_cast<long>(L) * D;  // one head's queries
-    auto last_key = [&](int l) { return sh.causal ? S - L + l : S - 1; };
-    auto first_key = [&](int l) { return sh.window > 0 ? std::max(0, last_key(l) - sh.window + 1) : 0; };
-    // Decode slices' unnormalized parts: [task][G] (o [D], m, sum).
-    std::vector<float> part_o(sp > 1 ? static_cast<size_t>(tasks) * G * D : 0),
-        part_ms(sp > 1 ? static_cast<size_t>(tasks) * G * 2 : 0);
-    float* o_out = out.data<float>();
-    ctx->pool().parallel_for(tasks, [&](int task) {
-      const int c = task % sp, qb = task / sp % qblocks, kvh = task / (sp * qblocks) % Hkv,
-                b = task / (sp * qblocks * Hkv);
-      const int l0 = qb * kQBlock, P = std::min(L, l0 + (L == 1 ? 1 : kQBlock)) - l0;
-      const int k0 = first_key(l0), span = last_key(l0 + P - 1) - k0 + 1;
-      const int lo = k0 + static_cast<int>(static_cast<long>(span) * c / sp),
-                hi = k0 + static_cast<int>(static_cast<long>(span) * (c + 1) / sp) - 1;
-      // One scratch per pool thread, reused from call to call (a decode step runs this for every
-      // layer): the dequantized tiles, the queries, scores, a tile's part and the accumulators.
-      thread_local std::vector<float> scratch;
-      const long tile = static_cast<long>(kTile) * D, rows = static_cast<long>(P) * G;
-      scratch.resize(2 * tile + 2L * G * D + static_cast<long>(G) * kTile + 2L * G + rows * (D + 2));
-      float* const kf = scratch.data();
-      float* const vf = kf + tile;
-      float* const qg = vf + tile;
-      float* const tile_o = qg + static_cast<long>(G) * D;
-      float* const scores = tile_o + static_cast<long>(G) * D;
-      float* const tile_ms = scores + static_cast<long>(G) * kTile;
-      float* const acc_o = tile_ms + 2L * G;
-      float* const acc_m = acc_o + rows * D;
-      float* const acc_s = acc_m + rows;
-      std::fill(acc_o, acc_o + rows * D, 0.f);
-      std::fill(acc_m, acc_m + rows, -INFINITY);
-      std::fill(acc_s, acc_s + rows, 0.f);
-      for (int t0 = lo; t0 <= hi; t0 += kTile) {
-        const int n = std::min(kTile, hi - t0 + 1);
-        dequant(K, sh.bits, b, kvh, t0, n, D, sh.group, kf);
-        dequant(V, sh.bits, b, kvh, t0, n, D, sh.group, vf);
-        for (int p = 0; p < P; ++p) {
-          const int last = std::min(t0 + n - 1, last_key(l0 + p)), first = std::max(t0, first_key(l0 + p));
-          if (last < first) continue;
-          for (int g = 0; g < G; ++g) {
-            const float* src = q + (static_cast<long>(b) * Hq + kvh * G + g) * qrow + static_cast<long>(l0 + p) * D;
-            std::copy_n(src, D, qg + static_cast<long>(g) * D);
-          }
-          v.attend_group(qg, G, kf, vf, D, first - t0, last - t0, sh.scale, scores, tile_o, tile_ms);
-          for (int g = 0; g < G; ++g) {
-            const long a = static_cast<long>(p) * G + g;
-            merge_part(acc_o + a * D, acc_m[a], acc_s[a], tile_o + static_cast<long>(g) * D,
-                       tile_ms[2 * g], tile_ms[2 * g + 1], D);
-          }
-        }
-      }
-      for (int p = 0; p < P; ++p) {
-        for (int g = 0; g < G; ++g) {
-          const long a = static_cast<long>(p) * G + g;
-          if (sp > 1) {
-            std::copy_n(acc_o + a * D, D, part_o.data() + (static_cast<long>(task) * G + g) * D);
-            part_ms[2 * (static_cast<long>(task) * G + g)] = acc_m[a];
-            part_ms[2 * (static_cast<long>(task) * G + g) + 1] = acc_s[a];
-            continue;
-          }
-          float* o = o_out + (static_cast<long>(b) * Hq + kvh * G + g) * qrow + static_cast<long>(l0 + p) * D;
-          const float inv = 1.f / acc_s[a];
-          for (int i = 0; i < D; ++i) o[i] = acc_o[a * D + i] * inv;
-        }
-      }
-    });
-    if (sp == 1) return;
-    std::vector<float> o(D);
-    for (int b = 0; b < B; ++b) {
-      for (int kvh = 0; kvh < Hkv; ++kvh) {
-        for (int g = 0; g < G; ++g) {
-          std::fill(o.begin(), o.end(), 0.f);
-          float m = -INFINITY, s = 0.f;
-          for (int c = 0; c < sp; ++c) {
-            const long t = (static_cast<long>(b) * Hkv + kvh) * sp + c, a = t * G + g;
-            merge_part(o.data(), m, s, part_o.data() + a * D, part_ms[2 * a], part_ms[2 * a + 1], D);
-          }
-          float* dst = o_out + (static_cast<long>(b) * Hq + kvh * G + g) * qrow;
-          for (int i = 0; i < D; ++i) dst[i] = o[i] / s;
-        }
-      }
-    }
+    const QuantKvRows K = kv_rows(in, 1, sh.bits, ks);
+    const QuantKvRows V = kv_rows(in, sh.bits == 0 ? 2 : 4, sh.bits, vs);
+    const long ql = D, qh = static_cast<long>(L) * D, qb = qh * Hq;
+    QuantAttentionArgs a{B, Hq, in[1].shape(1), D, L, in[1].shape(2), sh.scale, sh.causal, sh.group, sh.bits, sh.window,
+                         {}, qb, qh, ql, qb, qh, ql};
+    quant_attention_rows(*ctx, a, q, K, V, out.data<float>());
   });
 }
 
 }  // namespace
+
+void quant_attention_rows(const KernelContext& ctx, const QuantAttentionArgs& a, const float* q, const QuantKvRows& K,
+                          const QuantKvRows& V, float* o_out) {
+  const int B = a.batch, Hkv = a.kv_heads, L = a.L, D = a.head_dim, S = a.keys, G = a.q_heads / a.kv_heads;
+  const VecOps& v = vec_ops(ctx.isa());
+  const int threads = ctx.threads();
+  const int qblocks = L == 1 ? 1 : (L + kQBlock - 1) / kQBlock;
+  const int keys = a.window > 0 ? std::min(S, a.window) : S;  // a decode step's
+  const int sp = L == 1 ? std::max(1, std::min((4 * threads + B * Hkv - 1) / (B * Hkv), keys / kMinSlice)) : 1;
+  const int tasks = B * Hkv * qblocks * sp;
+  auto last_key = [&](int l) { return a.causal ? S - L + l : S - 1; };
+  auto first_key = [&](int b, int l) {
+    const int start = a.key_start.empty() ? 0 : a.key_start[b];
+    const int first = std::max(start, a.window > 0 ? last_key(l) - a.window + 1 : 0);
+    return std::min(first, last_key(l));  // a padded query with no key of its own yet: just its own
+  };
+  auto qrow = [&](int b, int h, int l) { return q + b * a.qb + h * a.qh + l * a.ql; };
+  auto orow = [&](int b, int h, int l) { return o_out + b * a.ob + h * a.oh + l * a.ol; };
+  // Decode slices' unnormalized parts: [task][G] (o [D], m, sum).
+  std::vector<float> part_o(sp > 1 ? static_cast<size_t>(tasks) * G * D : 0),
+      part_ms(sp > 1 ? static_cast<size_t>(tasks) * G * 2 : 0);
+  ctx.pool().parallel_for(tasks, [&](int task) {
+    const int c = task % sp, qb = task / sp % qblocks, kvh = task / (sp * qblocks) % Hkv,
+              b = task / (sp * qblocks * Hkv);
+    const int l0 = qb * kQBlock, P = std::min(L, l0 + (L == 1 ? 1 : kQBlock)) - l0;
+    const int k0 = first_key(b, l0), span = last_key(l0 + P - 1) - k0 + 1;
+    const int lo = k0 + static_cast<int>(static_cast<long>(span) * c / sp),
+              hi = k0 + static_cast<int>(static_cast<long>(span) * (c + 1) / sp) - 1;
+    // One scratch per pool thread, reused from call to call (a decode step runs this for every
+    // layer): the dequantized tiles, the queries, scores, a tile's part and the accumulators.
+    thread_local std::vector<float> scratch;
+    const long tile = static_cast<long>(kTile) * D, rows = static_cast<long>(P) * G;
+    scratch.resize(2 * tile + 2L * G * D + static_cast<long>(G) * kTile + 2L * G + rows * (D + 2));
+    float* const kf = scratch.data();
+    float* const vf = kf + tile;
+    float* const qg = vf + tile;
+    float* const tile_o = qg + static_cast<long>(G) * D;
+    float* const scores = tile_o + static_cast<long>(G) * D;
+    float* const tile_ms = scores + static_cast<long>(G) * kTile;
+    float* const acc_o = tile_ms + 2L * G;
+    float* const acc_m = acc_o + rows * D;
+    float* const acc_s = acc_m + rows;
+    std::fill(acc_o, acc_o + rows * D, 0.f);
+    std::fill(acc_m, acc_m + rows, -INFINITY);
+    std::fill(acc_s, acc_s + rows, 0.f);
+    for (int t0 = lo; t0 <= hi; t0 += kTile) {
+      const int n = std::min(kTile, hi - t0 + 1);
+      dequant(v, K, a.bits, a.group, b, kvh, t0, n, D, kf);
+      dequant(v, V, a.bits, a.group, b, kvh, t0, n, D, vf);
+      for (int p = 0; p < P; ++p) {
+        const int last = std::min(t0 + n - 1, last_key(l0 + p)), first = std::max(t0, first_key(b, l0 + p));
+        if (last < first) continue;
+        for (int g = 0; g < G; ++g) std::copy_n(qrow(b, kvh * G + g, l0 + p), D, qg + static_cast<long>(g) * D);
+        v.attend_group(qg, G, kf, vf, D, first - t0, last - t0, a.scale, scores, tile_o, tile_ms);
+        for (int g = 0; g < G; ++g) {
+          const long r = static_cast<long>(p) * G + g;
+          merge_part(acc_o + r * D, acc_m[r], acc_s[r], tile_o + static_cast<long>(g) * D, tile_ms[2 * g],
+                     tile_ms[2 * g + 1], D);
+        }
+      }
+    }
+    for (int p = 0; p < P; ++p) {
+      for (int g = 0; g < G; ++g) {
+        const long r = static_cast<long>(p) * G + g;
+        if (sp > 1) {
+          std::copy_n(acc_o + r * D, D, part_o.data() + (static_cast<long>(task) * G + g) * D);
+          part_ms[2 * (static_cast<long>(task) * G + g)] = acc_m[r];
+          part_ms[2 * (static_cast<long>(task) * G + g) + 1] = acc_s[r];
+          continue;
+        }
+        float* o = orow(b, kvh * G + g, l0 + p);
+        const float inv = 1.f / acc_s[r];
+        for (int i = 0; i < D; ++i) o[i] = acc_o[r * D + i] * inv;
+      }
+    }
+  });
+  if (sp == 1) return;
+  std::vector<float> o(D);
+  for (int b = 0; b < B; ++b) {
+    for (int kvh = 0; kvh < Hkv; ++kvh) {
+      for (int g = 0; g < G; ++g) {
+        std::fill(o.begin(), o.end(), 0.f);
+        float m = -INFINITY, s = 0.f;
+        for (int c = 0; c < sp; ++c) {
+          const long t = (static_cast<long>(b) * Hkv + kvh) * sp + c, r = t * G + g;
+          merge_part(o.data(), m, s, part_o.data() + r * D, part_ms[2 * r], part_ms[2 * r + 1], D);
+        }
+        float* dst = orow(b, kvh * G + g, 0);
+        for (int i = 0; i < D; ++i) dst[i] = o[i] / s;
+      }
+    }
+  }
+}
+
+void quantize_affine(const float* x, int n, int group, int bits, uint32_t* w, void* scales, void* biases,
+                     bool scales_f16) {
+  const float n_bins = static_cast<float>((1 << bits) - 1), eps = 1e-7f;
+  const int per_word = 32 / bits;
+  for (int g = 0; g < n / group; ++g) {
+    const float* xg = x + static_cast<long>(g) * group;
+    float w_min = INFINITY, w_max = -INFINITY;
+    for (int j = 0; j < group; ++j) {
+      w_max = std::max(w_max, xg[j]);
+      w_min = std::min(w_min, xg[j]);
+    }
+    const bool mask = std::abs(w_min) > std::abs(w_max);
+    float scale = std::max((w_max - w_min) / n_bins, eps);
+    scale = mask ? scale : -scale;
+    const float edge = mask ? w_min : w_max;
+    const float q0 = std::rint(edge / scale);
+    float bias = 0;
+    if (q0 != 0) {
+      scale = edge / q0;
+      bias = edge;
+    }
+    uint32_t* wg = w + static_cast<long>(g) * group / per_word;
+    for (int j = 0; j < group / per_word; ++j) {
+      uint32_t word = 0;
+      for (int k = 0; k < per_word; ++k) {
+        float e = std::rint((xg[j * per_word + k] - bias) / scale);
+        e = std::min(std::max(e, 0.0f), n_bins);
+        word |= static_cast<uint32_t>(e) << (k * bits);
+      }
+      wg[j] = word;
+    }
+    if (scales_f16) {
+      static_cast<mx::float16_t*>(scales)[g] = static_cast<mx::float16_t>(scale);
+      static_cast<mx::float16_t*>(biases)[g] = static_cast<mx::float16_t>(bias);
+    } else {
+      static_cast<float*>(scales)[g] = scale;
+      static_cast<float*>(biases)[g] = bias;
+    }
+  }
+}
 
 std::optional<mx::array> float_kv_attention(const mx::array& queries, const mx::array& keys, const mx::array& values,
                                             float scale, bool causal, const FastPath& fast) {

@@ -4,13 +4,52 @@
 // (batch row, kv head, block of queries, key slice) so a decode step uses every thread.
 #pragma once
 
+#include <cstdint>
 #include <optional>
+#include <span>
 
 #include <mlx/array.h>
 
+#include "kernels/kernel_context.h"
 #include "kernels/ops.h"
 
 namespace mlxcpp::kernels {
+
+// The kernel's host side, for the primitives that hold a quantized cache's buffers themselves
+// (the fused attention block). One side (keys or values) of the cache: packed uint32 rows at
+// element strides wb / wh / wj (batch, head, row) with their scales and biases (float32 or, with
+// f16, float16 bit patterns; groups contiguous, rows at strides sb / sh / sj), or with bits 0 a
+// plain float32 cache `f` at the w strides.
+struct QuantKvRows {
+  const uint32_t* w = nullptr;
+  long wb = 0, wh = 0, wj = 0;
+  const void* scales = nullptr;
+  const void* biases = nullptr;
+  long sb = 0, sh = 0, sj = 0;
+  bool f16 = false;
+  const float* f = nullptr;
+};
+struct QuantAttentionArgs {
+  int batch, q_heads, kv_heads, head_dim, L;
+  int keys;  // rows 0..keys-1 of the cache hold keys; with causal, query l's last is keys - L + l
+  float scale;
+  bool causal;
+  int group, bits;  // bits 0: float rows
+  int window = 0;   // > 0: query l also skips keys before its last - window + 1
+  std::span<const int> key_start = {};  // per batch row: its keys before key_start[b] are padding
+  long qb, qh, ql;  // query strides (floats) of batch, head, position; rows contiguous
+  long ob, oh, ol;  // the output's
+};
+// softmax(scale * q K^T) V per query head (q_heads / kv_heads per kv head); a query with no key
+// left after padding attends its own.
+void quant_attention_rows(const KernelContext& ctx, const QuantAttentionArgs& a, const float* q, const QuantKvRows& k,
+                          const QuantKvRows& v, float* out);
+
+// mx.quantize (affine) of n values: `bits` 2, 4 or 8, groups of `group` -> packed words (n * bits / 32),
+// one scale and bias a group, MLX's CPU arithmetic (the packed values use the float32 scale; a
+// float16 scale, with scales_f16, is that scale rounded).
+void quantize_affine(const float* x, int n, int group, int bits, uint32_t* w, void* scales, void* biases,
+                     bool scales_f16);
 
 // queries [B, Hq, L, D] (float32, before the scale), keys and values as mx.quantize's triples
 // ([B, Hkv, S, D * bits / 32] uint32, [B, Hkv, S, D / group] scales and biases, float32 or

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/avx2_traits.h"
@@ -407,6 +408,45 @@ float delta_rule_row256(float* row, const float* k, const float* q, float g, flo
   return out;
 }
 
+// 8 elements of a packed row from `bytes` (8 / bits elements a byte, the first in the low bits)
+// as int32 lanes.
+template <int Bits>
+__m256i unpack8(const uint8_t* bytes) {
+  if constexpr (Bits == 8) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes)));
+  } else {
+    constexpr int per_byte = 8 / Bits;
+    int word = 0;
+    std::memcpy(&word, bytes, 8 / per_byte);
+    // Byte e / per_byte of the word into lane e, shifted right by (e % per_byte) * Bits.
+    const __m128i dup = Bits == 4 ? _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, -1, -1, -1, -1, -1, -1, -1, -1)
+                                  : _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m256i lanes = _mm256_cvtepu8_epi32(_mm_shuffle_epi8(_mm_cvtsi32_si128(word), dup));
+    const __m256i shifts = Bits == 4 ? _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4) : _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+    return _mm256_and_si256(_mm256_srlv_epi32(lanes, shifts), _mm256_set1_epi32((1 << Bits) - 1));
+  }
+}
+
+template <int Bits>
+void dequant_row_t(const uint8_t* packed, int d, int group, const float* scales, const float* biases, float* out) {
+  constexpr int per_byte = 8 / Bits;
+  for (int g = 0; g < d / group; ++g) {
+    const __m256 s = _mm256_set1_ps(scales[g]), b = _mm256_set1_ps(biases[g]);
+    const uint8_t* src = packed + g * group / per_byte;
+    float* dst = out + g * group;
+    for (int i = 0; i < group; i += 8) {
+      _mm256_storeu_ps(dst + i, _mm256_fmadd_ps(_mm256_cvtepi32_ps(unpack8<Bits>(src + i / per_byte)), s, b));
+    }
+  }
+}
+
+void dequant_row256(const uint8_t* packed, int bits, int d, int group, const float* scales, const float* biases,
+                    float* out) {
+  if (bits == 8) return dequant_row_t<8>(packed, d, group, scales, biases, out);
+  if (bits == 4) return dequant_row_t<4>(packed, d, group, scales, biases, out);
+  return dequant_row_t<2>(packed, d, group, scales, biases, out);
+}
+
 }  // namespace
 
 const VecOps& vec_ops_avx2() {
@@ -414,7 +454,7 @@ const VecOps& vec_ops_avx2() {
                           attend_tile256<float>,  sum_exp256,                silu_mul256,
                           gelu_mul256,            attend_group256<uint16_t>, attend_tile256<uint16_t>,
                           to_half256,             to_half_exact256,          max_value256,
-                          delta_rule_row256};
+                          delta_rule_row256,      dequant_row256};
   return ops;
 }
 

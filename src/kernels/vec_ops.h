@@ -45,6 +45,11 @@ struct VecOps {
   // One row of a gated delta-rule state (n = Dk floats) for one token: delta = (v - g row.k) beta,
   // row' = g row + delta k (written back when `keep`), returns row'.q.
   float (*delta_rule_row)(float* row, const float* k, const float* q, float g, float v, float beta, int n, bool keep);
+  // One row of an affine-quantized cache (mx.quantize's packing: `bits` 2, 4 or 8, element i at
+  // bits [i * bits, (i + 1) * bits) of the little-endian bytes) of d elements, groups of
+  // `group` with their scale and bias: out[i] = q[i] * scale + bias (fused where the ISA has FMA).
+  void (*dequant_row)(const uint8_t* packed, int bits, int d, int group, const float* scales, const float* biases,
+                      float* out);
 
 };
 

@@ -118,6 +118,16 @@ float delta_rule_row(float* row, const float* k, const float* q, float g, float 
   return out;
 }
 
+void dequant_row(const uint8_t* packed, int bits, int d, int group, const float* scales, const float* biases,
+                 float* out) {
+  const int per_byte = 8 / bits;
+  const unsigned mask = (1u << bits) - 1;
+  for (int i = 0; i < d; ++i) {
+    const unsigned q = (packed[i / per_byte] >> ((i % per_byte) * bits)) & mask;
+    out[i] = static_cast<float>(q) * scales[i / group] + biases[i / group];
+  }
+}
+
 }  // namespace
 
 const VecOps& vec_ops_scalar() {
@@ -133,7 +143,8 @@ const VecOps& vec_ops_scalar() {
                           to_half,
                           to_half_exact,
                           max_value,
-                          delta_rule_row};
+                          delta_rule_row,
+                          dequant_row};
   return ops;
 }
 
