@@ -62,6 +62,29 @@ std::pair<QuantizedRows, QuantizedRows> BatchQuantizedKVCache::update_and_fetch_
           QuantizedRows{got[0].second, got[1].second, got[2].second}};
 }
 
+std::array<mx::array, 6> BatchQuantizedKVCache::take_for_update(int batch, int heads, int n, int dim,
+                                                                 mx::Dtype scale_dtype) {
+  if (batch != batch_size()) throw Error("[BatchQuantizedKVCache::take_for_update] batch size differs from the cache's");
+  auto [kw, vw] = planes_[0]->take_for_update(heads, n, dim * bits_ / 32, dim * bits_ / 32, mx::uint32);
+  auto [ks, vs] = planes_[1]->take_for_update(heads, n, dim / group_size_, dim / group_size_, scale_dtype);
+  auto [kb, vb] = planes_[2]->take_for_update(heads, n, dim / group_size_, dim / group_size_, scale_dtype);
+  return {std::move(kw), std::move(ks), std::move(kb), std::move(vw), std::move(vs), std::move(vb)};
+}
+
+void BatchQuantizedKVCache::commit_update(std::array<mx::array, 6> b, int n, bool exclusive) {
+  for (int c = 0; c < 3; ++c) planes_[c]->commit_update(std::move(b[c]), std::move(b[3 + c]), n, exclusive);
+  sync();
+}
+
+std::optional<mx::Dtype> BatchQuantizedKVCache::scale_dtype() const {
+  if (planes_[1]->empty()) return std::nullopt;
+  return planes_[1]->state_to_eval()[0].dtype();
+}
+
+bool BatchQuantizedKVCache::exclusive() const {
+  return planes_[0]->exclusive() && planes_[1]->exclusive() && planes_[2]->exclusive();
+}
+
 std::pair<mx::array, mx::array> BatchQuantizedKVCache::update_and_fetch(const mx::array&, const mx::array&) {
   throw Error("[BatchQuantizedKVCache] holds quantized keys/values: attention must read them with "
               "update_and_fetch_quantized");
@@ -88,6 +111,14 @@ std::vector<mx::array> BatchQuantizedKVCache::state() const {
   std::vector<mx::array> out;
   for (const auto& p : planes_) {
     for (auto& a : p->state()) out.push_back(std::move(a));
+  }
+  return out;
+}
+
+std::vector<mx::array> BatchQuantizedKVCache::state_to_eval() const {
+  std::vector<mx::array> out;
+  for (const auto& p : planes_) {
+    for (auto& a : p->state_to_eval()) out.push_back(std::move(a));
   }
   return out;
 }

@@ -13,7 +13,7 @@
 
 namespace mlxcpp {
 
-class BatchQuantizedKVCache final : public BatchCacheBase, public QuantizedFetch {
+class BatchQuantizedKVCache final : public BatchCacheBase, public QuantizedFetch, public QuantizedBlockCache {
  public:
   // Solo quantized caches (any may be empty; one group size and bits) as one batch.
   static std::unique_ptr<BatchQuantizedKVCache> merge(const std::vector<const QuantizedKVCache*>& caches);
@@ -26,6 +26,14 @@ class BatchQuantizedKVCache final : public BatchCacheBase, public QuantizedFetch
   int group_size() const override { return group_size_; }
   int bits() const override { return bits_; }
 
+  // The planes' take_for_update / commit_update in lockstep (a batch's rows, left padding kept).
+  std::array<mlx::core::array, 6> take_for_update(int batch, int heads, int n, int dim,
+                                                  mlx::core::Dtype scale_dtype) override;
+  void commit_update(std::array<mlx::core::array, 6> buffers, int n, bool exclusive) override;
+  bool exclusive() const override;
+  std::optional<mlx::core::Dtype> scale_dtype() const override;
+  bool pending_right_padding() const { return planes_[0]->pending_right_padding(); }
+
   int offset() const override { return planes_[0]->offset(); }
   AttentionMask make_mask(int n, std::optional<int> window_size = std::nullopt,
                           bool return_array = false) const override;
@@ -35,6 +43,7 @@ class BatchQuantizedKVCache final : public BatchCacheBase, public QuantizedFetch
   bool empty() const override { return planes_[0]->empty(); }
   int64_t nbytes() const override;
   std::vector<mlx::core::array> state() const override;
+  std::vector<mlx::core::array> state_to_eval() const override;
   std::unique_ptr<KVCacheBase> clone() const override;
 
   void prepare(const std::vector<int>& left_padding, const std::vector<int>& lengths,

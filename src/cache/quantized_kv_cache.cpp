@@ -79,6 +79,7 @@ std::unique_ptr<QuantizedKVCache> QuantizedKVCache::from_rows(QuantizedRows keys
   if (offset > 0) {
     q->keys_ = std::move(keys);
     q->values_ = std::move(values);
+    q->shared_ = true;  // the caller may hold them too
   }
   return q;
 }
@@ -100,6 +101,7 @@ void QuantizedKVCache::grow_for(int batch, int heads, int n, int k_dim, int v_di
     };
     keys_ = init(k_dim);
     values_ = init(v_dim);
+    shared_ = false;  // fresh buffers
     return;
   }
   const int prev = offset_;
@@ -109,6 +111,23 @@ void QuantizedKVCache::grow_for(int batch, int heads, int n, int k_dim, int v_di
   };
   keys_ = map_rows(*keys_, expand);
   values_ = map_rows(*values_, expand);
+  shared_ = false;
+}
+
+std::array<mx::array, 6> QuantizedKVCache::take_for_update(int batch, int heads, int n, int dim, mx::Dtype scale_dtype) {
+  grow_for(batch, heads, n, dim, dim, keys_ ? keys_->scales.dtype() : scale_dtype);
+  std::array<mx::array, 6> out{std::move(keys_->w),   std::move(keys_->scales),   std::move(keys_->biases),
+                               std::move(values_->w), std::move(values_->scales), std::move(values_->biases)};
+  keys_.reset();
+  values_.reset();
+  return out;
+}
+
+void QuantizedKVCache::commit_update(std::array<mx::array, 6> b, int n, bool exclusive) {
+  keys_ = QuantizedRows{std::move(b[0]), std::move(b[1]), std::move(b[2])};
+  values_ = QuantizedRows{std::move(b[3]), std::move(b[4]), std::move(b[5])};
+  offset_ += n;
+  shared_ = !exclusive;
 }
 
 std::pair<QuantizedRows, QuantizedRows> QuantizedKVCache::update_and_fetch_quantized(const mx::array& keys,
@@ -127,6 +146,7 @@ std::pair<QuantizedRows, QuantizedRows> QuantizedKVCache::update_and_fetch_quant
 }
 
 std::pair<QuantizedRows, QuantizedRows> QuantizedKVCache::fetch() const {
+  shared_ = true;
   if (offset_ == keys_->w.shape(2)) return {*keys_, *values_};
   auto head = [&](const mx::array& a) { return seq_slice(a, 0, offset_); };
   return {map_rows(*keys_, head), map_rows(*values_, head)};
@@ -147,10 +167,19 @@ int64_t QuantizedKVCache::nbytes() const { return rows_bytes(keys_) + rows_bytes
 
 std::vector<mx::array> QuantizedKVCache::state() const {
   if (!keys_) return {};
+  shared_ = true;
   return {keys_->w, keys_->scales, keys_->biases, values_->w, values_->scales, values_->biases};
 }
 
-std::unique_ptr<KVCacheBase> QuantizedKVCache::clone() const { return std::make_unique<QuantizedKVCache>(*this); }
+std::vector<mx::array> QuantizedKVCache::state_to_eval() const {
+  if (!keys_) return {};
+  return {keys_->w, keys_->scales, keys_->biases, values_->w, values_->scales, values_->biases};
+}
+
+std::unique_ptr<KVCacheBase> QuantizedKVCache::clone() const {
+  shared_ = true;  // both copies now hold the same buffers
+  return std::make_unique<QuantizedKVCache>(*this);
+}
 
 void maybe_quantize_kv_cache(LayerCaches& caches, const KvQuantization& q) {
   for (auto& c : caches) {

@@ -4,6 +4,7 @@
 // one once it holds quantized_kv_start tokens (generate.py maybe_quantize_kv_cache).
 #pragma once
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -42,6 +43,26 @@ class QuantizedFetch {
   virtual int bits() const = 0;
 };
 
+// A quantized cache the fused attention block writes itself (QuantizedKVCache,
+// BatchQuantizedKVCache), as KVCache::take_for_update / commit_update: the buffers (keys' w,
+// scales, biases, then values'), grown for n more rows as update_and_fetch_quantized would grow
+// them, handed over (the cache keeps no reference) and taken back with the n rows written;
+// exclusive() tells whether no array outside the cache shares them (then the block may write in
+// place).
+class QuantizedBlockCache {
+ public:
+  virtual ~QuantizedBlockCache() = default;
+  // scale_dtype: of a new cache's scales and biases (an existing cache keeps its own).
+  virtual std::array<mlx::core::array, 6> take_for_update(int batch, int heads, int n, int dim,
+                                                          mlx::core::Dtype scale_dtype) = 0;
+  virtual void commit_update(std::array<mlx::core::array, 6> buffers, int n, bool exclusive) = 0;
+  virtual bool exclusive() const = 0;
+  // The scales' and biases' dtype; nullopt while empty.
+  virtual std::optional<mlx::core::Dtype> scale_dtype() const = 0;
+  virtual int group_size() const = 0;
+  virtual int bits() const = 0;
+};
+
 // mx.quantize of x along its last axis (RequestError where group_size does not divide it).
 QuantizedRows quantize_rows(const mlx::core::array& x, int group_size, int bits);
 
@@ -63,7 +84,7 @@ class QuantizedCache : public KVCacheBase, public QuantizedFetch {
   int group_size_, bits_;
 };
 
-class QuantizedKVCache final : public QuantizedCache {
+class QuantizedKVCache final : public QuantizedCache, public QuantizedBlockCache {
  public:
   static constexpr int kStep = 256;
 
@@ -79,6 +100,16 @@ class QuantizedKVCache final : public QuantizedCache {
 
   std::pair<QuantizedRows, QuantizedRows> update_and_fetch_quantized(const mlx::core::array& keys,
                                                                      const mlx::core::array& values) override;
+  int group_size() const override { return QuantizedCache::group_size(); }
+  int bits() const override { return QuantizedCache::bits(); }
+
+  std::array<mlx::core::array, 6> take_for_update(int batch, int heads, int n, int dim,
+                                                  mlx::core::Dtype scale_dtype) override;
+  void commit_update(std::array<mlx::core::array, 6> buffers, int n, bool exclusive) override;
+  bool exclusive() const override { return !shared_; }
+  std::optional<mlx::core::Dtype> scale_dtype() const override {
+    return keys_ ? std::optional(keys_->scales.dtype()) : std::nullopt;
+  }
 
   int offset() const override { return offset_; }
   AttentionMask make_mask(int n, std::optional<int> window_size = std::nullopt,
@@ -89,6 +120,8 @@ class QuantizedKVCache final : public QuantizedCache {
   bool empty() const override { return !keys_.has_value(); }
   int64_t nbytes() const override;
   std::vector<mlx::core::array> state() const override;
+  // The buffers to evaluate, not handed out (the fused block keeps writing them in place).
+  std::vector<mlx::core::array> state_to_eval() const override;
   std::unique_ptr<KVCacheBase> clone() const override;
 
  private:
@@ -97,6 +130,8 @@ class QuantizedKVCache final : public QuantizedCache {
 
   std::optional<QuantizedRows> keys_, values_;
   int offset_ = 0;
+  // The buffers were handed out (fetch, state, clone; see QuantizedBlockCache::exclusive).
+  mutable bool shared_ = false;
 };
 
 // generate.py maybe_quantize_kv_cache: every plain KVCache holding at least q.start tokens is

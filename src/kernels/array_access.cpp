@@ -92,7 +92,8 @@ void copy_contiguous(const mx::array& a, void* out) {
     case mx::float32: gather<float, float>(a, static_cast<float*>(out)); break;
     case mx::float16: gather<mx::float16_t, mx::float16_t>(a, static_cast<mx::float16_t*>(out)); break;
     case mx::bfloat16: gather<mx::bfloat16_t, mx::bfloat16_t>(a, static_cast<mx::bfloat16_t*>(out)); break;
-    default: throw Error("[kernels] expected a floating array");
+    case mx::uint32: gather<uint32_t, uint32_t>(a, static_cast<uint32_t*>(out)); break;  // packed rows
+    default: throw Error("[kernels] expected a floating or packed uint32 array");
   }
 }
 

@@ -14,7 +14,7 @@ namespace mlxcpp::kernels {
 // is contiguous float32, otherwise converted/gathered into `scratch`.
 const float* contiguous_f32(const mlx::core::array& a, std::vector<float>& scratch);
 
-// Writes the array's elements in row-major order, in its own (floating) dtype, to out
+// Writes the array's elements in row-major order, in its own (floating or uint32) dtype, to out
 // (a.nbytes() bytes).
 void copy_contiguous(const mlx::core::array& a, void* out);
 

@@ -9,6 +9,7 @@
 #include "core/errors.h"
 #include "kernels/array_access.h"
 #include "kernels/cpu_dispatch.h"
+#include "kernels/quant_attention.h"
 
 namespace mx = mlx::core;
 
@@ -86,6 +87,7 @@ struct CacheBuffers {
   int cap = 0;
   void* kc = nullptr;
   void* vc = nullptr;
+  void* quant[6] = {};  // a quantized cache's buffers (AttentionBlockSpec::kv_bits), kc/vc unused
 };
 
 // Row b's cache: its key and value buffers and their capacity (ragged rows grown first for the
@@ -103,6 +105,67 @@ RowCache row_cache(const AttentionBlockSpec& s, const CacheBuffers& c, int b) {
   const int pos = s.ragged->pos[b];
   row.reserve(s.kv_heads, s.head_dim, s.kv_f16, pos + s.L, pos);
   return {row.keys(), row.values(), row.cap(), pos};
+}
+
+// A quantized cache's buffer c (0..5: keys' packed rows, scales, biases, then values') of
+// batch row b, head h, cache row j, and its row width in elements.
+struct QuantBuf {
+  std::byte* p;
+  long width, elem;
+};
+QuantBuf quant_buf(const AttentionBlockSpec& s, const CacheBuffers& caches, int c) {
+  const long width = c % 3 == 0 ? s.head_dim * s.kv_bits / 32 : s.head_dim / s.kv_group;
+  const long elem = c % 3 == 0 ? 4 : s.kv_scales_f16 ? 2 : 4;
+  return {static_cast<std::byte*>(caches.quant[c]), width, elem};
+}
+std::byte* quant_row(const AttentionBlockSpec& s, const CacheBuffers& caches, const QuantBuf& q, int b, int h, int j) {
+  return q.p + (((static_cast<long>(b) * s.kv_heads + h) * caches.cap + j) * q.width) * q.elem;
+}
+
+// Batch row b's L new keys and values (rows of kv_heads * head_dim) quantized into its cache
+// rows offset.. (mx.quantize's arithmetic).
+void write_quantized(const AttentionBlockSpec& s, const CacheBuffers& caches, int b, int L, const float* k,
+                     const float* val) {
+  const long kvd = static_cast<long>(s.kv_heads) * s.head_dim;
+  QuantBuf bufs[6];
+  for (int c = 0; c < 6; ++c) bufs[c] = quant_buf(s, caches, c);
+  for (int l = 0; l < L; ++l) {
+    for (int h = 0; h < s.kv_heads; ++h) {
+      const long src = (static_cast<long>(b) * L + l) * kvd + static_cast<long>(h) * s.head_dim;
+      for (int side = 0; side < 2; ++side) {
+        const QuantBuf* t = bufs + 3 * side;
+        auto row = [&](int c) { return quant_row(s, caches, t[c], b, h, s.offset + l); };
+        quantize_affine((side == 0 ? k : val) + src, s.head_dim, s.kv_group, s.kv_bits,
+                        reinterpret_cast<uint32_t*>(row(0)), row(1), row(2), s.kv_scales_f16);
+      }
+    }
+  }
+}
+
+// The queries q ([batch, L, heads, head_dim]) attending the quantized cache -> att (same layout).
+void attend_quantized(const KernelContext& ctx, const AttentionBlockSpec& s, const CacheBuffers& caches,
+                      const float* q, float* att) {
+  QuantKvRows side[2];
+  for (int t = 0; t < 2; ++t) {
+    const QuantBuf w = quant_buf(s, caches, 3 * t), sc = quant_buf(s, caches, 3 * t + 1),
+                   bi = quant_buf(s, caches, 3 * t + 2);
+    auto& r = side[t];
+    r.w = reinterpret_cast<const uint32_t*>(w.p);
+    r.wj = w.width;
+    r.wh = r.wj * caches.cap;
+    r.wb = r.wh * s.kv_heads;
+    r.scales = sc.p;
+    r.biases = bi.p;
+    r.sj = sc.width;
+    r.sh = r.sj * caches.cap;
+    r.sb = r.sh * s.kv_heads;
+    r.f16 = s.kv_scales_f16;
+  }
+  const long hd = s.head_dim, ql = static_cast<long>(s.heads) * hd;
+  QuantAttentionArgs a{s.batch, s.heads, s.kv_heads, s.head_dim, s.L, s.offset + s.L, s.scale, /*causal=*/true,
+                       s.kv_group, s.kv_bits, s.window.value_or(0), s.left_padding, ql * s.L, hd, ql,
+                       ql * s.L, hd, ql};
+  quant_attention_rows(ctx, a, q, side[0], side[1], att);
 }
 
 void run_attention(const KernelContext& ctx, const AttentionBlockSpec& s, const BlockArrays& in,
@@ -147,6 +210,10 @@ void run_attention(const KernelContext& ctx, const AttentionBlockSpec& s, const 
       rope_rows(*s.rope, k + static_cast<long>(b) * L * kvd, L, s.kv_heads, s.head_dim, pos0);
     }
     if (s.llama4_beta) llama4_scale_rows(s, q + static_cast<long>(b) * L * qd, L, qd, pos0);  // after RoPE
+    if (s.kv_bits) {
+      write_quantized(s, caches, b, L, k, val);
+      continue;
+    }
     // Cache write: [kv_heads, cap, hd] rows pos..pos+L of this batch entry (float16 ones
     // rounded to nearest even, as MLX's astype).
     auto put = [&](void* cache, long row, const float* src) {
@@ -161,60 +228,64 @@ void run_attention(const KernelContext& ctx, const AttentionBlockSpec& s, const 
         put(rc.v, dst, val + srco);
       }
   }
-  AttentionShape as{s.heads, s.kv_heads, s.head_dim, caches.cap, s.offset, L, s.scale, s.window, s.kv_f16, s.batch,
-                    s.left_padding};
-  if (s.ragged) {
-    as.row_k = row_k;
-    as.row_v = row_v;
-    as.row_cap = row_cap;
-    as.row_offset = s.ragged->pos;
+  if (s.kv_bits) {
+    attend_quantized(ctx, s, caches, q, att);
+  } else {
+    AttentionShape as{s.heads, s.kv_heads, s.head_dim, caches.cap, s.offset, L, s.scale, s.window, s.kv_f16, s.batch,
+                      s.left_padding};
+    if (s.ragged) {
+      as.row_k = row_k;
+      as.row_v = row_v;
+      as.row_cap = row_cap;
+      as.row_offset = s.ragged->pos;
+    }
+    attention(ctx, as, q, caches.kc, caches.vc, att);
   }
-  attention(ctx, as, q, caches.kc, caches.vc, att);
   qlinear(ctx, view(in, s.slots[3]), att, rows, o, decode);
   if (s.post_norm >= 0) rms_norm_rows(v, o, in[s.post_norm].data<float>(), s.eps, rows, s.d, o);
   add_residual(h, o, static_cast<long>(rows) * s.d, s.residual_scale);
 }
 
-// Output buffers of one attention block's caches (outputs[first], outputs[first + 1]): the
-// input buffers themselves when the cache object holds them alone, else new ones the block
-// fills with a copy first (returned true, counted in the context).
-std::pair<bool, bool> cache_outputs(const KernelContext& ctx, const AttentionBlockSpec& s,
-                                    const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
-  if (s.ragged) return {false, false};
-  const int first = s.cache_out;
-  bool copy[2];
-  for (int c = 0; c < 2; ++c) {
+// Output buffers of one attention block's caches (outputs[cache_out..]): the input buffers
+// themselves when the cache object holds them alone, else new ones the block fills with a copy
+// first (their bits set in the result, counted in the context).
+unsigned cache_outputs(const KernelContext& ctx, const AttentionBlockSpec& s, const std::vector<mx::array>& inputs,
+                       std::vector<mx::array>& outputs) {
+  unsigned copies = 0;
+  for (int c = 0; c < s.cache_arrays(); ++c) {
     const auto& src = inputs[s.cache_first + c];
-    copy[c] = !(s.exclusive && src.flags().row_contiguous);
-    if (copy[c]) {
-      outputs[first + c].set_data(mx::allocator::malloc(outputs[first + c].nbytes()));
+    auto& dst = outputs[s.cache_out + c];
+    if (!(s.exclusive && src.flags().row_contiguous)) {
+      dst.set_data(mx::allocator::malloc(dst.nbytes()));
       ctx.count_cache_copy();
+      copies |= 1u << c;
     } else {
-      outputs[first + c].copy_shared_buffer(src);
+      dst.copy_shared_buffer(src);
     }
   }
-  return {copy[0], copy[1]};
+  return copies;
 }
 
 // Fills the copied caches (see cache_outputs) with their inputs' rows, in the caches' dtype.
 void copy_caches(const AttentionBlockSpec& s, const std::vector<mx::array>& in, std::vector<mx::array>& out,
-                 std::pair<bool, bool> copy) {
-  for (int c = 0; c < 2; ++c) {
-    if (!(c == 0 ? copy.first : copy.second)) continue;
-    copy_contiguous(in[s.cache_first + c], out[s.cache_out + c].data<void>());
+                 unsigned copies) {
+  for (int c = 0; c < s.cache_arrays(); ++c) {
+    if (copies & (1u << c)) copy_contiguous(in[s.cache_first + c], out[s.cache_out + c].data<void>());
   }
 }
 
 // The block's caches among the outputs (none for a ragged batch).
 CacheBuffers cache_buffers(const AttentionBlockSpec& s, std::vector<mx::array>& out) {
   if (s.ragged) return {};
-  return {out[s.cache_out].shape(2), out[s.cache_out].data<void>(), out[s.cache_out + 1].data<void>()};
+  CacheBuffers b{out[s.cache_out].shape(2), out[s.cache_out].data<void>(), out[s.cache_out + 1].data<void>()};
+  if (s.kv_bits) {
+    for (int c = 0; c < 6; ++c) b.quant[c] = out[s.cache_out + c].data<void>();
+  }
+  return b;
 }
 
 void add_cache_shapes(const AttentionBlockSpec& s, const std::vector<mx::array>& inputs, std::vector<mx::Shape>& shapes) {
-  if (s.ragged) return;
-  shapes.push_back(inputs[s.cache_first].shape());
-  shapes.push_back(inputs[s.cache_first + 1].shape());
+  for (int c = 0; c < s.cache_arrays(); ++c) shapes.push_back(inputs[s.cache_first + c].shape());
 }
 
 }  // namespace
@@ -268,7 +339,7 @@ std::vector<mx::Shape> DecoderStackPrimitive::output_shapes(const std::vector<mx
 
 void DecoderStackPrimitive::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   outputs[0].set_data(mx::allocator::malloc(outputs[0].nbytes()));
-  std::vector<std::pair<bool, bool>> copies;
+  std::vector<unsigned> copies;
   for (const auto& a : spec_->attn) copies.push_back(cache_outputs(*ctx_, a, inputs, outputs));
   auto& enc = encoder_for(stream(), inputs, outputs);
   enc.dispatch([in = weak_copies(inputs), out = weak_copies(outputs), ctx = ctx_, spec = spec_,

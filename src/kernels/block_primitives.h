@@ -89,6 +89,12 @@ struct AttentionBlockSpec {
   // inputs or outputs then: cache_first and cache_out are -1).
   std::shared_ptr<const RaggedRows> ragged = nullptr;
   int cache_out = -1;  // index of the updated key cache among the outputs; the value cache follows
+  // A quantized cache (kv_bits 2/4/8, groups of kv_group, float16 scales and biases with
+  // kv_scales_f16): six cache inputs and outputs in place of two, the key's packed rows,
+  // scales and biases, then the value's (AttentionBlockInputs::caches).
+  int kv_bits = 0, kv_group = 0;
+  bool kv_scales_f16 = false;
+  int cache_arrays() const { return ragged ? 0 : kv_bits ? 6 : 2; }
 };
 
 // inputs: h [B, L, d], norm_w, q, k, v, o (LinearSlots), [q/k/post norm weights,] key cache, value cache

@@ -295,22 +295,46 @@ bool padding_ok(const mx::array& h, const AttentionBlockArgs& a) {
          std::all_of(a.left_padding.begin(), a.left_padding.end(), [&](int p) { return p >= 0 && p <= end; });
 }
 
-// The caches: a pair of buffers covering offset + L rows of every batch row, or a ragged batch's
-// rows (every one laid out for this layer, or not yet).
+// A quantized cache's six buffers: row-contiguous, [B, kv_heads, cap >= offset + L, ...] each,
+// packed rows uint32, scales and biases of one float type.
+bool quantized_caches_ok(const mx::array& h, const AttentionBlockInputs& in) {
+  const auto& a = in.args;
+  const auto [bits, group] = *a.kv_quant;
+  if (in.caches.size() != 6 || (bits != 2 && bits != 4 && bits != 8) || group <= 0 || a.head_dim % group != 0 ||
+      a.head_dim / group > 16 || (a.head_dim * bits) % 32 != 0) {
+    return false;
+  }
+  const int cap = in.caches[0].shape(2);
+  for (int i = 0; i < 6; ++i) {
+    const auto& c = in.caches[i];
+    const bool packed = i % 3 == 0;
+    const int last = packed ? a.head_dim * bits / 32 : a.head_dim / group;
+    if (c.ndim() != 4 || c.shape(0) != h.shape(0) || c.shape(1) != a.kv_heads || c.shape(2) != cap ||
+        c.shape(3) != last || cap < a.offset + h.shape(1) ||
+        c.dtype() != (packed ? mx::uint32 : in.caches[1].dtype())) {
+      return false;
+    }
+  }
+  return in.caches[1].dtype() == mx::float32 || in.caches[1].dtype() == mx::float16;
+}
+
+// The caches: a pair of buffers covering offset + L rows of every batch row (or a quantized
+// cache's six), or a ragged batch's rows (every one laid out for this layer, or not yet).
 bool caches_ok(const mx::array& h, const AttentionBlockInputs& in) {
   const auto& a = in.args;
   if (a.ragged) {
     const auto& r = *a.ragged;
     const auto batch = static_cast<size_t>(h.shape(0));
-    return !in.k_cache && !in.v_cache && a.left_padding.empty() && r.rows.size() == batch && r.pos.size() == batch &&
+    return in.caches.empty() && !a.kv_quant && a.left_padding.empty() && r.rows.size() == batch && r.pos.size() == batch &&
            std::all_of(r.rows.begin(), r.rows.end(), [&](const auto& row) {
              return row && (!row->laid_out() || (row->kv_heads() == a.kv_heads && row->head_dim() == a.head_dim &&
                                                  row->f16() == a.ragged_f16));
            }) &&
            std::all_of(r.pos.begin(), r.pos.end(), [](int p) { return p >= 0; });
   }
-  if (!in.k_cache || !in.v_cache) return false;
-  const auto &kc = *in.k_cache, &vc = *in.v_cache;
+  if (a.kv_quant) return quantized_caches_ok(h, in) && padding_ok(h, a);
+  if (in.caches.size() != 2) return false;
+  const auto &kc = in.caches[0], &vc = in.caches[1];
   return kc.ndim() == 4 && vc.ndim() == 4 && kc.shape(0) == h.shape(0) && vc.shape(0) == h.shape(0) &&
          kc.shape(2) >= a.offset + h.shape(1) && vc.shape(2) == kc.shape(2) && padding_ok(h, a) &&
          (kc.dtype() == mx::float32 || kc.dtype() == mx::float16) && vc.dtype() == kc.dtype() &&
@@ -336,7 +360,12 @@ AttentionBlockSpec add_attention(Placer& p, const mx::array& h, const AttentionB
                           .kv_heads = a.kv_heads, .head_dim = a.head_dim, .offset = a.offset, .eps = a.eps,
                           .scale = a.scale, .window = a.window, .rope = a.rope, .cache_first = 0,
                           .exclusive = a.exclusive};
-  spec.kv_f16 = a.ragged ? a.ragged_f16 : in.k_cache->dtype() == mx::float16;
+  spec.kv_f16 = a.ragged ? a.ragged_f16 : !a.kv_quant && in.caches[0].dtype() == mx::float16;
+  if (a.kv_quant) {
+    spec.kv_bits = a.kv_quant->bits;
+    spec.kv_group = a.kv_quant->group;
+    spec.kv_scales_f16 = in.caches[1].dtype() == mx::float16;
+  }
   spec.norm = a.pre_norm ? p.add({in.norm_w}) : -1;
   spec.qk_norm_full = a.qk_norm_full;
   spec.llama4_beta = a.llama4_beta;
@@ -361,18 +390,17 @@ AttentionBlockSpec add_attention(Placer& p, const mx::array& h, const AttentionB
   }
   // The caches are inputs (and outputs), together.
   spec.cache_first = static_cast<int>(p.inputs.size());
-  p.inputs.push_back(*in.k_cache);
-  p.inputs.push_back(*in.v_cache);
+  for (const auto& c : in.caches) p.inputs.push_back(c);
   spec.cache_out = outputs;
-  outputs += 2;
+  outputs += static_cast<int>(in.caches.size());
   return spec;
 }
 
 void add_cache_outputs(const AttentionBlockInputs& in, std::vector<mx::Shape>& shapes, std::vector<mx::Dtype>& dtypes) {
   if (in.args.ragged) return;
-  for (const auto* c : {&in.k_cache, &in.v_cache}) {
-    shapes.push_back((*c)->shape());
-    dtypes.push_back((*c)->dtype());
+  for (const auto& c : in.caches) {
+    shapes.push_back(c.shape());
+    dtypes.push_back(c.dtype());
   }
 }
 

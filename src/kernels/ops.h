@@ -89,6 +89,11 @@ std::optional<mlx::core::array> mlp_block(const mlx::core::array& h, const mlx::
                                           const std::optional<mlx::core::array>& post_norm = std::nullopt,
                                           float residual_scale = 1.f);
 
+// A quantized KV cache's format (mx.quantize affine: bits 2/4/8, groups of `group` along head_dim).
+struct KvQuantFormat {
+  int bits, group;
+};
+
 struct AttentionBlockArgs {
   int heads, kv_heads, head_dim, offset;
   float eps, scale;
@@ -115,15 +120,20 @@ struct AttentionBlockArgs {
   std::shared_ptr<const RaggedRows> ragged = nullptr;
   bool ragged_f16 = false;
   std::vector<mlx::core::array> after = {};
+  // The caches hold quantized rows (see AttentionBlockInputs::caches): the block quantizes its
+  // new keys and values as mx.quantize does and attends the packed rows.
+  std::optional<KvQuantFormat> kv_quant = std::nullopt;
 };
 
-// The arrays of one attention block: the caches are [B, kv_heads, cap, head_dim] float32 or
-// float16 buffers with cap >= offset + L (see KVCache::take_for_update), absent for a ragged
-// batch (args.ragged).
+// The arrays of one attention block. caches: the key and value caches, [B, kv_heads, cap,
+// head_dim] float32 or float16 buffers with cap >= offset + L (see KVCache::take_for_update);
+// with args.kv_quant six buffers instead, the keys' packed rows [B, kv_heads, cap, head_dim *
+// bits / 32] uint32, scales and biases [B, kv_heads, cap, head_dim / group] (float32 or float16),
+// then the values' (QuantizedBlockCache::take_for_update); none for a ragged batch (args.ragged).
 struct AttentionBlockInputs {
   mlx::core::array norm_w;
   BlockLinear q, k, v, o;
-  std::optional<mlx::core::array> k_cache, v_cache;
+  std::vector<mlx::core::array> caches;
   AttentionBlockArgs args;
 };
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "cache/batch_kv_cache.h"
+#include "cache/batch_quantized_kv_cache.h"
+#include "cache/quantized_kv_cache.h"
 #include "cache/ragged_kv_cache.h"
 
 namespace mx = mlx::core;
@@ -13,55 +15,79 @@ namespace {
 
 // The caches the block kernels write: a plain KVCache (its mask is causal, or none for one
 // token, or for a sliding-window layer causal within the window: the kernel applies either), a
-// BatchKVCache (the same per row, its left padding skipped) or a RaggedKVCache (each row its
-// own buffer).
+// BatchKVCache (the same per row, its left padding skipped), a RaggedKVCache (each row its
+// own buffer), or a quantized cache (QuantizedKVCache, BatchQuantizedKVCache: six buffers).
 class CacheRef {
  public:
   // For x [batch, n, d].
   static std::optional<CacheRef> of(KVCacheBase* cache, int batch, int n) {
-    if (auto* kv = dynamic_cast<KVCache*>(cache)) return CacheRef(kv, nullptr, nullptr);
+    if (auto* kv = dynamic_cast<KVCache*>(cache)) return CacheRef(kv, nullptr, nullptr, nullptr, nullptr);
     if (auto* rc = dynamic_cast<RaggedKVCache*>(cache)) {
       if (rc->batch_size() != batch) return std::nullopt;
-      return CacheRef(nullptr, nullptr, rc);
+      return CacheRef(nullptr, nullptr, rc, nullptr, nullptr);
     }
-    auto* bc = dynamic_cast<BatchKVCache*>(cache);
-    if (bc == nullptr || bc->pending_right_padding() || bc->batch_size() != batch) return std::nullopt;
+    if (auto* qc = dynamic_cast<QuantizedKVCache*>(cache)) return CacheRef(nullptr, nullptr, nullptr, qc, qc);
+    BatchCacheBase* bc = dynamic_cast<BatchKVCache*>(cache);
+    auto* bq = dynamic_cast<BatchQuantizedKVCache*>(cache);
+    if (bq) bc = bq;
+    if (bc == nullptr || bc->batch_size() != batch) return std::nullopt;
+    if (bq ? bq->pending_right_padding() : static_cast<BatchKVCache*>(bc)->pending_right_padding()) return std::nullopt;
     // Row b's tokens are cache rows left_padding[b].. (a padded prompt's padding may still be
     // among the n rows to write); its next position is offsets()[b].
     for (int b = 0; b < batch; ++b) {
       const int pad = bc->left_padding()[b];
       if (pad < 0 || pad > bc->offset() + n || bc->offsets()[b] != bc->offset() - pad) return std::nullopt;
     }
-    return CacheRef(nullptr, bc, nullptr);
+    if (bq) return CacheRef(nullptr, nullptr, nullptr, bq, bq);
+    return CacheRef(nullptr, static_cast<BatchKVCache*>(bc), nullptr, nullptr, nullptr);
   }
   KVCacheBase* base() const {
     if (kv_) return kv_;
     if (batch_) return batch_;
-    return ragged_;
+    if (ragged_) return ragged_;
+    return quant_base_;
   }
   RaggedKVCache* ragged() const { return ragged_; }
+  QuantizedBlockCache* quantized() const { return quant_; }
   // The rows' left padding; empty where there is none.
   std::vector<int> left_padding() const {
-    if (!batch_) return {};
-    const auto& lp = batch_->left_padding();
+    const auto* bc = batch_ ? static_cast<const BatchCacheBase*>(batch_) : dynamic_cast<const BatchCacheBase*>(quant_base_);
+    if (!bc) return {};
+    const auto& lp = bc->left_padding();
     if (std::all_of(lp.begin(), lp.end(), [](int p) { return p == 0; })) return {};
     return lp;
   }
-  bool exclusive() const { return kv_ ? kv_->exclusive() : batch_->exclusive(); }
-  std::pair<mx::array, mx::array> take(int batch, int heads, int n, int dim, mx::Dtype dtype) const {
-    return kv_ ? kv_->take_for_update(batch, heads, n, dim, dim, dtype)
-               : batch_->take_for_update(heads, n, dim, dim, dtype);
+  bool exclusive() const { return kv_ ? kv_->exclusive() : batch_ ? batch_->exclusive() : quant_->exclusive(); }
+  // The buffers, grown for n more rows and handed over: keys and values, or a quantized cache's six.
+  std::vector<mx::array> take(int batch, int heads, int n, int dim, mx::Dtype dtype) const {
+    if (quant_) {
+      auto b = quant_->take_for_update(batch, heads, n, dim, dtype);
+      return {b.begin(), b.end()};
+    }
+    auto [k, v] = kv_ ? kv_->take_for_update(batch, heads, n, dim, dim, dtype)
+                      : batch_->take_for_update(heads, n, dim, dim, dtype);
+    return {std::move(k), std::move(v)};
   }
-  void commit(mx::array keys, mx::array values, int n, bool exclusive) const {
-    if (kv_) kv_->commit_update(std::move(keys), std::move(values), n, exclusive);
-    else batch_->commit_update(std::move(keys), std::move(values), n, exclusive);
+  void commit(std::vector<mx::array> b, int n, bool exclusive) const {
+    if (quant_) {
+      quant_->commit_update({std::move(b[0]), std::move(b[1]), std::move(b[2]), std::move(b[3]), std::move(b[4]),
+                             std::move(b[5])},
+                            n, exclusive);
+    } else if (kv_) {
+      kv_->commit_update(std::move(b[0]), std::move(b[1]), n, exclusive);
+    } else {
+      batch_->commit_update(std::move(b[0]), std::move(b[1]), n, exclusive);
+    }
   }
 
  private:
-  CacheRef(KVCache* kv, BatchKVCache* batch, RaggedKVCache* ragged) : kv_(kv), batch_(batch), ragged_(ragged) {}
+  CacheRef(KVCache* kv, BatchKVCache* batch, RaggedKVCache* ragged, QuantizedBlockCache* quant, KVCacheBase* quant_base)
+      : kv_(kv), batch_(batch), ragged_(ragged), quant_(quant), quant_base_(quant_base) {}
   KVCache* kv_;
   BatchKVCache* batch_;
   RaggedKVCache* ragged_;
+  QuantizedBlockCache* quant_;
+  KVCacheBase* quant_base_;  // the quantized cache as a KVCacheBase
 };
 
 // An attention layer the block kernels cover, with its cache; nullopt where they don't.
@@ -85,7 +111,13 @@ std::optional<CoveredAttention> covered(const mx::array& x, const FusedAttention
   auto q = layer.q.block_view(), k = layer.k.block_view(), v = layer.v.block_view(), o = layer.o.block_view();
   if (!q || !k || !v || !o) return std::nullopt;
   mx::Dtype kv_dtype = fast->kv_f16() ? mx::float16 : mx::float32;
-  if (ref->ragged()) {
+  std::optional<kernels::KvQuantFormat> kv_quant;
+  if (auto* qc = ref->quantized()) {
+    // A new quantized cache's scales are float32, as mx.quantize of float32 keys makes them;
+    // an existing one's are its own (AttentionBlockInputs checks the buffers).
+    kv_quant = kernels::KvQuantFormat{qc->bits(), qc->group_size()};
+    kv_dtype = qc->scale_dtype().value_or(mx::float32);
+  } else if (ref->ragged()) {
     kv_dtype = ref->ragged()->f16() ? mx::float16 : mx::float32;
   } else if (!ref->base()->empty()) {
     auto state = ref->base()->state_to_eval();  // looked at, not kept
@@ -114,6 +146,7 @@ std::optional<CoveredAttention> covered(const mx::array& x, const FusedAttention
   args.llama4_beta = layer.llama4_beta;
   args.llama4_original_max = layer.llama4_original_max;
   args.left_padding = ref->left_padding();
+  args.kv_quant = kv_quant;
   if (auto* r = ref->ragged()) {
     args.ragged = r->rows_for_update();
     args.ragged_f16 = r->f16();
@@ -127,16 +160,14 @@ std::optional<CoveredAttention> covered(const mx::array& x, const FusedAttention
 // is_donatable cannot tell: the graph and the block's sibling outputs hold them too.) A
 // ragged batch hands over its rows (in args) instead.
 kernels::AttentionBlockInputs take_cache(CoveredAttention& a, const mx::array& norm_w, const mx::array& x) {
-  kernels::AttentionBlockInputs in{norm_w, a.q, a.k, a.v, a.o, std::nullopt, std::nullopt, a.args};
+  kernels::AttentionBlockInputs in{norm_w, a.q, a.k, a.v, a.o, {}, a.args};
   if (a.cache.ragged()) return in;
   in.args.exclusive = a.cache.exclusive();
-  auto [kc, vc] = a.cache.take(x.shape(0), a.args.kv_heads, x.shape(1), a.args.head_dim, a.kv_dtype);
-  in.k_cache = std::move(kc);
-  in.v_cache = std::move(vc);
+  in.caches = a.cache.take(x.shape(0), a.args.kv_heads, x.shape(1), a.args.head_dim, a.kv_dtype);
   return in;
 }
 
-// After the block: its cache outputs (out[next], out[next + 1], then next += 2) committed, or
+// After the block: its cache outputs (out[next].., then next moves past them) committed, or
 // for a ragged batch its n new tokens per row (written by the block, out[0]). Without `out`
 // the buffers go back untouched.
 void commit_cache(const CoveredAttention& a, const kernels::AttentionBlockInputs& in,
@@ -146,11 +177,12 @@ void commit_cache(const CoveredAttention& a, const kernels::AttentionBlockInputs
     return;
   }
   if (!out) {
-    a.cache.commit(*in.k_cache, *in.v_cache, 0, in.args.exclusive);
+    a.cache.commit(in.caches, 0, in.args.exclusive);
     return;
   }
-  a.cache.commit((*out)[next], (*out)[next + 1], n, true);
-  next += 2;
+  const size_t count = in.caches.size();
+  a.cache.commit({out->begin() + static_cast<long>(next), out->begin() + static_cast<long>(next + count)}, n, true);
+  next += count;
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "core/errors.h"
 #include "generate/generator.h"
 #include "generate/sampler.h"
+#include "fast_vs_parity.h"
 #include "golden_model.h"
 #include "test_support.h"
 
@@ -137,6 +138,41 @@ TEST(KvQuantSettings, BadValuesAreRequestErrors) {
 }  // namespace
 
 namespace {
+
+// On the fast path a quantized cache lives inside the fused decoder stack: a decode step is one
+// MlxcppDecoderStack (no separate quantized attention, no stock quantize), and a pipelined decode
+// (each step built before the previous one is evaluated) writes the packed rows in place, across
+// a 256-row growth, single caches and a batch of them alike.
+TEST(KvQuantFused, DecodeRunsInTheStackWithoutCopies) {
+  auto fast = load_model(tiny_model_dir("llama-q4g64"));
+  ASSERT_TRUE(fast.kernels);
+  for (int bits : {4, 8}) {
+    auto caches = fast.model->make_cache();
+    maybe_quantize_kv_cache(caches, KvQuantization{bits, 32, 0});
+    for (const auto& c : caches) ASSERT_TRUE(dynamic_cast<QuantizedKVCache*>(c.get()));
+    std::vector<int> prompt{5, 6, 7, 8, 9, 10, 11};
+    auto logits = (*fast.model)(mx::array(prompt.data(), {1, 7}, mx::int32), &caches);
+    std::vector<mx::array> state{logits};
+    for (const auto& c : caches)
+      for (auto& a : c->state_to_eval()) state.push_back(a);
+    mx::eval(state);
+    const int64_t copies = fast.kernels->cache_copies();
+    for (int i = 0; i < 260; ++i) {
+      auto y = mx::reshape(mx::argmax(mx::slice(logits, {0, logits.shape(1) - 1, 0}, logits.shape()), -1), {1, 1});
+      logits = (*fast.model)(mx::astype(y, mx::int32), &caches);
+      if (i == 0) {
+        auto names = primitive_names(logits);
+        EXPECT_TRUE(names.count("MlxcppDecoderStack")) << bits;
+        EXPECT_FALSE(names.count("MlxcppQuantAttention") || names.count("Quantize")) << bits;
+      }
+      mx::async_eval(logits);
+    }
+    mx::eval(logits);
+    EXPECT_EQ(fast.kernels->cache_copies() - copies, 0) << bits << "-bit";
+    EXPECT_EQ(caches[0]->offset(), 267);
+    EXPECT_TRUE(std::isfinite(mx::sum(logits).item<float>()));
+  }
+}
 
 // Gemma 4 with KV sharing: the shared layers attend over their donors' quantized rows. mlx-lm has
 // no reference (its RotatingKVCache.to_quantized raises, and a shared layer would hand quantized

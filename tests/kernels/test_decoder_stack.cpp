@@ -87,7 +87,7 @@ DecoderLayerInputs inputs(const LayerWeights& w, const mx::array& kc, const mx::
                           bool exclusive) {
   AttentionBlockArgs a{kHeads, kKvHeads, kHeadDim, offset, 1e-5f, 0.25f, w.window, rope_spec(), exclusive,
                        w.q_norm, w.k_norm, w.post_attn};
-  return {{w.in_norm, w.q, w.k, w.v, w.o, kc, vc, a},
+  return {{w.in_norm, w.q, w.k, w.v, w.o, {kc, vc}, a},
           {w.mlp_norm, 1e-5f, w.gate, w.up, w.down, w.act, w.post_mlp}};
 }
 

@@ -100,6 +100,44 @@ TEST(QuantAttention, NotBuiltWhereItDoesNotApply) {
 namespace mlxcpp::kernels {
 namespace {
 
+// The fused block's own quantization of new cache rows (quantize_affine) is mx.quantize's, bit
+// for bit: packed words, scales and biases, float32 and float16 scales, 2/4/8 bits, groups of
+// 32/64/128, rows with a constant group (zero range) and all-negative groups among them.
+TEST(QuantizeAffine, EqualsMxQuantize) {
+  for (int bits : {2, 4, 8}) {
+    for (int group : {32, 64, 128}) {
+      for (auto dt : {mx::float32, mx::float16}) {
+        const int rows = 7, d = 256;
+        auto x = mx::multiply(mlxcpp::test::randn({rows, d}, bits * 1000 + group), mx::array(3.f));
+        x = mx::concatenate({x, mx::full({1, d}, 0.5f), mx::negative(mx::abs(mlxcpp::test::randn({1, d}, 9)))}, 0);
+        x = mx::astype(mx::astype(x, dt), mx::float32);  // float16 scales come from float16 rows in MLX
+        auto want = mx::quantize(mx::astype(x, dt), group, bits);
+        mx::eval(x);
+        mx::eval(want);
+        const int n = x.shape(0);
+        std::vector<uint32_t> w(static_cast<size_t>(n) * d * bits / 32);
+        std::vector<float> sf(static_cast<size_t>(n) * d / group), bf(sf.size());
+        std::vector<mx::float16_t> sh(sf.size()), bh(sf.size());
+        const bool f16 = dt == mx::float16;
+        for (int r = 0; r < n; ++r) {
+          const long g0 = static_cast<long>(r) * d / group;
+          quantize_affine(x.data<float>() + static_cast<long>(r) * d, d, group, bits, w.data() + r * d * bits / 32,
+                          f16 ? static_cast<void*>(sh.data() + g0) : sf.data() + g0,
+                          f16 ? static_cast<void*>(bh.data() + g0) : bf.data() + g0, f16);
+        }
+        auto as_f32 = [&](const std::vector<float>& f, const std::vector<mx::float16_t>& h) {
+          return f16 ? mx::astype(mx::array(h.data(), {n, d / group}, mx::float16), mx::float32)
+                     : mx::array(f.data(), {n, d / group}, mx::float32);
+        };
+        const std::string at = "bits " + std::to_string(bits) + " group " + std::to_string(group) + (f16 ? " f16" : "");
+        EXPECT_TRUE(mx::array_equal(mx::array(w.data(), want[0].shape(), mx::uint32), want[0]).item<bool>()) << at;
+        EXPECT_TRUE(mx::array_equal(as_f32(sf, sh), mx::astype(want[1], mx::float32)).item<bool>()) << at;
+        EXPECT_TRUE(mx::array_equal(as_f32(bf, bh), mx::astype(want[2], mx::float32)).item<bool>()) << at;
+      }
+    }
+  }
+}
+
 // The same kernel over plain float32 caches (float_kv_attention): a cache's used rows as a view of
 // a larger buffer, grouped heads, a causal prompt over older keys and a single decode query,
 // against MLX's attention.
