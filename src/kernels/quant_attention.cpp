@@ -35,26 +35,12 @@ void dequant(const VecOps& v, const QuantKvRows& t, int bits, int group, int b, 
     for (int j = 0; j < n; ++j) std::copy_n(t.f + b * t.wb + h * t.wh + (j0 + j) * t.wj, d, out + static_cast<long>(j) * d);
     return;
   }
-  const int groups = d / group;
-  float s16[16], b16[16];  // a row's groups, converted from float16
+  const long esize = t.f16 ? 2 : 4;
   for (int j = 0; j < n; ++j) {
     const auto* bytes = reinterpret_cast<const uint8_t*>(t.w + b * t.wb + h * t.wh + (j0 + j) * t.wj);
-    const long srow = b * t.sb + h * t.sh + (j0 + j) * t.sj;
-    const float *sc, *bi;
-    if (t.f16) {
-      const auto* hs = static_cast<const mx::float16_t*>(t.scales) + srow;
-      const auto* hb = static_cast<const mx::float16_t*>(t.biases) + srow;
-      for (int g = 0; g < groups; ++g) {
-        s16[g] = static_cast<float>(hs[g]);
-        b16[g] = static_cast<float>(hb[g]);
-      }
-      sc = s16;
-      bi = b16;
-    } else {
-      sc = static_cast<const float*>(t.scales) + srow;
-      bi = static_cast<const float*>(t.biases) + srow;
-    }
-    v.dequant_row(bytes, bits, d, group, sc, bi, out + static_cast<long>(j) * d);
+    const long srow = (b * t.sb + h * t.sh + (j0 + j) * t.sj) * esize;
+    v.dequant_row(bytes, bits, d, group, static_cast<const std::byte*>(t.scales) + srow,
+                  static_cast<const std::byte*>(t.biases) + srow, t.f16, out + static_cast<long>(j) * d);
   }
 }
 

@@ -428,10 +428,14 @@ __m256i unpack8(const uint8_t* bytes) {
 }
 
 template <int Bits>
-void dequant_row_t(const uint8_t* packed, int d, int group, const float* scales, const float* biases, float* out) {
+void dequant_row_t(const uint8_t* packed, int d, int group, const void* scales, const void* biases, bool f16,
+                   float* out) {
   constexpr int per_byte = 8 / Bits;
+  auto at = [&](const void* p, int g) {
+    return f16 ? _cvtsh_ss(static_cast<const uint16_t*>(p)[g]) : static_cast<const float*>(p)[g];
+  };
   for (int g = 0; g < d / group; ++g) {
-    const __m256 s = _mm256_set1_ps(scales[g]), b = _mm256_set1_ps(biases[g]);
+    const __m256 s = _mm256_set1_ps(at(scales, g)), b = _mm256_set1_ps(at(biases, g));
     const uint8_t* src = packed + g * group / per_byte;
     float* dst = out + g * group;
     for (int i = 0; i < group; i += 8) {
@@ -440,11 +444,11 @@ void dequant_row_t(const uint8_t* packed, int d, int group, const float* scales,
   }
 }
 
-void dequant_row256(const uint8_t* packed, int bits, int d, int group, const float* scales, const float* biases,
-                    float* out) {
-  if (bits == 8) return dequant_row_t<8>(packed, d, group, scales, biases, out);
-  if (bits == 4) return dequant_row_t<4>(packed, d, group, scales, biases, out);
-  return dequant_row_t<2>(packed, d, group, scales, biases, out);
+void dequant_row256(const uint8_t* packed, int bits, int d, int group, const void* scales, const void* biases,
+                    bool f16, float* out) {
+  if (bits == 8) return dequant_row_t<8>(packed, d, group, scales, biases, f16, out);
+  if (bits == 4) return dequant_row_t<4>(packed, d, group, scales, biases, f16, out);
+  return dequant_row_t<2>(packed, d, group, scales, biases, f16, out);
 }
 
 }  // namespace

@@ -47,9 +47,10 @@ struct VecOps {
   float (*delta_rule_row)(float* row, const float* k, const float* q, float g, float v, float beta, int n, bool keep);
   // One row of an affine-quantized cache (mx.quantize's packing: `bits` 2, 4 or 8, element i at
   // bits [i * bits, (i + 1) * bits) of the little-endian bytes) of d elements, groups of
-  // `group` with their scale and bias: out[i] = q[i] * scale + bias (fused where the ISA has FMA).
-  void (*dequant_row)(const uint8_t* packed, int bits, int d, int group, const float* scales, const float* biases,
-                      float* out);
+  // `group` with their scale and bias (float32, or with f16 float16 bit patterns): out[i] =
+  // q[i] * scale + bias (fused where the ISA has FMA).
+  void (*dequant_row)(const uint8_t* packed, int bits, int d, int group, const void* scales, const void* biases,
+                      bool f16, float* out);
 
 };
 

@@ -118,13 +118,19 @@ float delta_rule_row(float* row, const float* k, const float* q, float g, float 
   return out;
 }
 
-void dequant_row(const uint8_t* packed, int bits, int d, int group, const float* scales, const float* biases,
+void dequant_row(const uint8_t* packed, int bits, int d, int group, const void* scales, const void* biases, bool f16,
                  float* out) {
   const int per_byte = 8 / bits;
   const unsigned mask = (1u << bits) - 1;
-  for (int i = 0; i < d; ++i) {
-    const unsigned q = (packed[i / per_byte] >> ((i % per_byte) * bits)) & mask;
-    out[i] = static_cast<float>(q) * scales[i / group] + biases[i / group];
+  auto at = [&](const void* p, int g) {
+    return f16 ? static_cast<float>(static_cast<const mlx::core::float16_t*>(p)[g]) : static_cast<const float*>(p)[g];
+  };
+  for (int g = 0; g < d / group; ++g) {
+    const float s = at(scales, g), b = at(biases, g);
+    for (int i = g * group; i < (g + 1) * group; ++i) {
+      const unsigned q = (packed[i / per_byte] >> ((i % per_byte) * bits)) & mask;
+      out[i] = static_cast<float>(q) * s + b;
+    }
   }
 }
 
