@@ -74,6 +74,35 @@ struct ConvertFamilyTable {
     }
   }
 
+  // gemma4_text.py: the text model's per-layer-input modules after its norm; the decoder layer's
+  // MoE block (router: proj, scale, per_expert_scale; experts.switch_glu) and per-layer-input
+  // gate after its four norms, layer_scalar last; the router's proj at 8 bits (quant_predicate).
+  // gemma4's ModelArgs writes vocab_size (default 262144) and the head counts (8 and 1) into
+  // text_config.
+  template <class Add>
+  static void add_gemma4(Add& add) {
+    for (const char* type : {"gemma4_text", "gemma4"}) {
+      ConvertFamily& f = add(type);
+      f.children_ = {
+          {"model", {"embed_tokens", "layers", "norm", "embed_tokens_per_layer", "per_layer_model_projection", "per_layer_projection_norm"}},
+          {"layers", {"self_attn", "mlp", "input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                      "post_feedforward_layernorm", "router", "experts", "post_feedforward_layernorm_1", "post_feedforward_layernorm_2",
+                      "pre_feedforward_layernorm_2", "per_layer_input_gate", "per_layer_projection", "post_per_layer_input_norm",
+                      "layer_scalar"}},
+          {"router", {"proj", "scale", "per_expert_scale"}},
+          {"experts", {"switch_glu"}},
+          {"switch_glu", {"gate_proj", "up_proj", "down_proj"}}};
+      f.eight_bit_ = {"router.proj"};
+    }
+    add("gemma4").patch_ = [](ojson& c) {
+      if (!c.contains("text_config") || !c["text_config"].is_object()) return;
+      ojson& t = c["text_config"];
+      t["vocab_size"] = c.value("vocab_size", ojson(262144));
+      t["num_attention_heads"] = t.value("num_attention_heads", ojson(8));
+      t["num_key_value_heads"] = t.value("num_key_value_heads", ojson(1));
+    };
+  }
+
   static std::map<std::string, ConvertFamily> build() {
     std::map<std::string, ConvertFamily> t;
     auto add = [&](const std::string& type) -> ConvertFamily& {
@@ -110,6 +139,7 @@ struct ConvertFamilyTable {
                           {"shared_experts", {"gate_proj", "up_proj", "down_proj"}}};
     glm4_moe.no_cast_ = {"e_score_correction_bias"};
     add_gated_deltanet(add);
+    add_gemma4(add);
     return t;
   }
 };

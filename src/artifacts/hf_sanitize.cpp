@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <mlx/ops.h>
 
+#include "artifacts/hf_sanitize_gemma4.h"
 #include "artifacts/hf_sanitize_qwen3_5.h"
 #include "core/errors.h"
 
@@ -78,6 +79,7 @@ void sanitize_weights(const ojson& config, std::map<std::string, mx::array>& wei
   if (type == "gemma3" || type == "mistral3") sanitize_multimodal(type, weights);
   if (type == "qwen3_5" || type == "qwen3_5_moe") sanitize_qwen3_5(config, weights);
   if (type == "qwen3_next") sanitize_qwen3_next(config, weights);
+  if (type == "gemma4" || type == "gemma4_text") sanitize_gemma4(config, weights);
   // minicpm.py: a checkpoint without a head gets the embedding as its head.
   if (type == "minicpm" && !weights.count("lm_head.weight") && weights.count("model.embed_tokens.weight")) {
     weights.insert_or_assign("lm_head.weight", weights.at("model.embed_tokens.weight"));

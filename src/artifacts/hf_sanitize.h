@@ -3,8 +3,8 @@
 // copied as a missing head), gemma3/mistral3's vision tower and projector dropped (mistral3's HF
 // names brought under language_model.), and for qwen3_moe and glm4_moe the HF layout's
 // per-expert tensors stacked into switch_mlp (glm4_moe: its multi-token-prediction layer
-// dropped); the gated-DeltaNet families' HF layouts as hf_sanitize_qwen3_5.h says. Other
-// families' per-expert tensors are refused.
+// dropped); the gated-DeltaNet families' HF layouts as hf_sanitize_qwen3_5.h says, Gemma 4's
+// as hf_sanitize_gemma4.h says. Other families' per-expert tensors are refused.
 #pragma once
 
 #include <map>

@@ -432,9 +432,14 @@ class Block {
 };
 
 // sanitize(): drops what mlx-lm drops (rotary tables, activation ranges, a shared layer's own
-// k/v projections and k norm; gemma4: the vision and audio towers).
+// k/v projections and k norm; gemma4: the vision and audio towers). The Hugging Face layout's
+// names and fused experts are what `mlxcpp convert --hf` turns into an MLX snapshot.
 void drop_unused(const Gemma4Args& a, const LoadContext& ctx) {
   for (const auto& name : ctx.weights.names()) {
+    if (name.starts_with("model.language_model.") || name.ends_with(".experts.gate_up_proj")) {
+      throw ConfigError(fmt::format("{}: tensor '{}' is in the Hugging Face layout; convert the checkpoint first "
+                                    "(mlxcpp convert --hf DIR --out DIR)", ctx.weights.file_of(name), name));
+    }
     bool drop = false;
     for (const char* s : {"self_attn.rotary_emb", "input_max", "input_min", "output_max", "output_min"}) {
       drop = drop || name.find(s) != std::string::npos;

@@ -109,7 +109,10 @@ INSTANTIATE_TEST_SUITE_P(
                       "qwen3_5-q4g64", "qwen3_5-mixed_3_6", "qwen3_5-float16", "qwen3_5-mxfp4", "qwen3_5-dequantize",
                       "qwen3_5-moe-dequantize", "qwen3_5-moe-q4g64", "qwen3_5-moe-mixed_2_6", "qwen3_5-moe-float32",
                       "qwen3-next-q4g64", "qwen3-next-float16", "qwen3-next-dequantize", "qwen3_5-hf-bf16",
-                      "qwen3_5-hf-q4g64", "qwen3_5-moe-hf-q4g64", "qwen3-next-hf-bf16", "qwen3-next-hf-q4g64"),
+                      "qwen3_5-hf-q4g64", "qwen3_5-moe-hf-q4g64", "qwen3-next-hf-bf16", "qwen3-next-hf-q4g64",
+                      "gemma4-text-q4g64", "gemma4-text-mixed_3_6", "gemma4-text-float16", "gemma4-text-dequantize",
+                      "gemma4-moe-q4g64", "gemma4-moe-mixed_2_6", "gemma4-moe-dequantize", "gemma4-hf-bf16", "gemma4-hf-q4g64",
+                      "gemma4-text-hf-q4g64", "gemma4-moe-hf-q4g64"),
     case_name);
 
 TEST(PythonJson, FloatsAsRepr) {
@@ -219,6 +222,17 @@ TEST_F(HfConvertErrors, Qwen3NextHfLayoutMissingExpert) {
   w.erase("model.layers.3.mlp.experts.7.gate_proj.weight");
   mx::save_safetensors((in_ / "model.safetensors").string(), w, {{"format", "mlx"}});
   expect_contains(refused<WeightError>(), {"model.layers.3.mlp.experts.7.gate_proj.weight", "missing", "8 experts"});
+}
+
+TEST_F(HfConvertErrors, Gemma4FusedExpertsOfOddWidth) {
+  in_ = tmp_ / "gemma4-moe-hf";
+  fs::copy(goldens() / "in" / "gemma4-moe-hf", in_, fs::copy_options::recursive);
+  auto w = mx::load_safetensors((in_ / "model.safetensors").string()).first;
+  const std::string name = "model.language_model.layers.3.experts.gate_up_proj";
+  const mx::array fused = w.at(name);
+  w.insert_or_assign(name, mx::slice(fused, {0, 0, 0}, {fused.shape(0), fused.shape(1) - 1, fused.shape(2)}));
+  mx::save_safetensors((in_ / "model.safetensors").string(), w, {{"format", "pt"}});
+  expect_contains(refused<WeightError>(), {"language_model.model.layers.3.experts.gate_up_proj", "2*moe_intermediate"});
 }
 
 TEST_F(HfConvertErrors, QuantizeAndDequantize) {

@@ -59,7 +59,10 @@ INSTANTIATE_TEST_SUITE_P(Cases, HfConvertLogits,
                                            make_case("glm4-moe-q4g64", "glm4-moe-bf16"),
                                            make_case("qwen3_5-q4g64", "qwen3_5-bf16"),
                                            make_case("qwen3_5-moe-q4g64", "qwen3_5-moe-bf16"),
-                                           make_case("qwen3-next-q4g64", "qwen3-next-bf16")),
+                                           make_case("qwen3-next-q4g64", "qwen3-next-bf16"),
+                                           make_case("gemma4-text-q4g64", "gemma4-text-bf16"),
+                                           make_case("gemma4-moe-q4g64", "gemma4-moe-untied-bf16"),
+                                           make_case("gemma4-hf-q4g64", "gemma4-hf")),
                          [](const auto& info) {
                            std::string s = info.param.name;
                            for (auto& ch : s) {

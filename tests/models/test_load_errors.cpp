@@ -353,3 +353,23 @@ TEST_F(LoadErrors, Gemma4ConfigFields) {
   edit_config([](json& c) { c["num_experts"] = 4; c["top_k_experts"] = 5; c["moe_intermediate_size"] = 64; });
   expect_contains(load_error<ConfigError>(), {config().string(), "field 'top_k_experts'", "5"});
 }
+
+// The Hugging Face layout (model.language_model.* names, experts fused as gate_up_proj) is
+// refused naming the file and the tensor, pointing at `convert --hf`.
+TEST_F(LoadErrors, Gemma4HuggingFaceLayout) {
+  use("gemma4-moe-untied-bf16");
+  const std::string mlx_name = "language_model.model.layers.0.experts.switch_glu.down_proj.weight";
+  const std::string hf_name = "model.language_model.layers.0.experts.down_proj";
+  edit_weights([&](Tensors& t) {
+    mx::array v = t.at(mlx_name);
+    t.erase(mlx_name);
+    t.insert_or_assign(hf_name, v);
+  });
+  expect_contains(load_error<ConfigError>(), {"model.safetensors", "'" + hf_name + "'", "convert --hf"});
+  edit_weights([&](Tensors& t) {
+    mx::array v = t.at(hf_name);
+    t.erase(hf_name);
+    t.insert_or_assign("language_model.model.layers.0.experts.gate_up_proj", v);
+  });
+  expect_contains(load_error<ConfigError>(), {"'language_model.model.layers.0.experts.gate_up_proj'", "convert --hf"});
+}

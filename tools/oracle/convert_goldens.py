@@ -107,12 +107,29 @@ CASES = {
     "qwen3_5-moe-hf-q4g64": ("qwen3_5-moe-hf", AFFINE_Q4),
     "qwen3-next-hf-bf16": ("qwen3-next-hf", {}),
     "qwen3-next-hf-q4g64": ("qwen3-next-hf", AFFINE_Q4),
+    # Gemma 4: per-layer inputs, KV-shared layers, layer_scalar; the MoE block's router (proj,
+    # scale, per_expert_scale) with proj at 8 bits (quant_predicate), experts.switch_glu; no
+    # cast_predicate. gemma4's ModelArgs writes vocab_size and the head counts into text_config.
+    "gemma4-text-q4g64": ("gemma4-text-bf16", AFFINE_Q4),
+    "gemma4-text-mixed_3_6": ("gemma4-text-bf16", {"quantize": True, "q_group_size": 64, "quant_predicate": "mixed_3_6"}),
+    "gemma4-text-float16": ("gemma4-text-bf16", {"dtype": "float16"}),
+    "gemma4-text-dequantize": ("gemma4-text-q4g64", {"dequantize": True}),
+    "gemma4-moe-q4g64": ("gemma4-moe-untied-bf16", AFFINE_Q4),
+    "gemma4-moe-mixed_2_6": ("gemma4-moe-untied-bf16", {"quantize": True, "quant_predicate": "mixed_2_6"}),
+    "gemma4-moe-dequantize": ("gemma4-moe-untied-q4g64", {"dequantize": True}),
+    # Their HF layouts (gemma4.py / gemma4_text.py sanitize): model.language_model.* names, the
+    # vision/audio towers and embedders, rotary_emb, clipping bounds (input_max ...), the KV-shared
+    # layers' k_proj/v_proj/k_norm, the experts fused as experts.gate_up_proj / down_proj.
+    "gemma4-hf-bf16": ("gemma4-hf", {}),
+    "gemma4-hf-q4g64": ("gemma4-hf", AFFINE_Q4),
+    "gemma4-text-hf-q4g64": ("gemma4-text-hf", AFFINE_Q4),
+    "gemma4-moe-hf-q4g64": ("gemma4-moe-hf", AFFINE_Q4),
 }
 # Written with make_shards' limit at SHARD_BYTES instead of 5 GiB (mlxcpp: max_shard_bytes).
 SHARDED = {"llama-sharded-q8g32": ("llama-bf16", {"quantize": True, "q_bits": 8, "q_group_size": 32})}
 SHARD_BYTES = 100_000
 LOGITS = ["llama-q4g64", "llama-mixed_3_6", "qwen3-moe-q4g64", "glm4-moe-q4g64", "qwen3_5-q4g64", "qwen3_5-moe-q4g64",
-          "qwen3-next-q4g64"]
+          "qwen3-next-q4g64", "gemma4-text-q4g64", "gemma4-moe-q4g64", "gemma4-hf-q4g64"]
 
 
 def small_shards(weights):
@@ -253,6 +270,61 @@ def qwen3_next_hf(w):
     return out
 
 
+def gemma4_hf_text(w, config):
+    """What an HF Gemma 4 text model stores beyond mlx-lm's names: rotary_emb, a clipping bound,
+    and k_proj / v_proj / k_norm in the KV-shared layers (mlx-lm drops them); experts fused."""
+    text = config.get("text_config", config)
+    n, shared = text["num_hidden_layers"], text.get("num_kv_shared_layers", 0)
+    prefix = "language_model.model." if "text_config" in config else "model."
+    out = dict(w)
+    hidden = text["hidden_size"]
+    for i in range(n - shared, n):
+        full = text["layer_types"][i] == "full_attention"
+        hd = text["global_head_dim"] if full else text["head_dim"]
+        rows = text["num_key_value_heads"] * hd
+        attn = f"{prefix}layers.{i}.self_attn."
+        out[attn + "k_proj.weight"] = mx.ones((rows, hidden), dtype=mx.bfloat16)
+        out[attn + "v_proj.weight"] = mx.ones((rows, hidden), dtype=mx.bfloat16)
+        out[attn + "k_norm.weight"] = mx.ones((hd,), dtype=mx.bfloat16)
+    out[prefix + "layers.0.self_attn.rotary_emb.inv_freq"] = mx.arange(8, dtype=mx.float32)
+    out[prefix + "layers.1.self_attn.o_proj.input_max"] = mx.array(4.0, dtype=mx.bfloat16)
+    for k in [k for k in out if k.endswith(".switch_glu.gate_proj.weight")]:
+        base = k[: -len(".switch_glu.gate_proj.weight")]
+        gate, up = out.pop(k), out.pop(f"{base}.switch_glu.up_proj.weight")
+        out[f"{base}.gate_up_proj"] = mx.concatenate([gate, up], axis=-2)
+        out[f"{base}.down_proj"] = out.pop(f"{base}.switch_glu.down_proj.weight")
+    return out
+
+
+GEMMA4_TOWERS = {"model.vision_tower.encoder.layers.0.mlp.down_proj.input_max": mx.array(4.0, dtype=mx.bfloat16),
+                 "model.vision_tower.patch_embedder.weight": mx.ones((4, 4), dtype=mx.bfloat16),
+                 "model.embed_vision.embedding_projection.weight": mx.ones((4, 4), dtype=mx.bfloat16),
+                 "model.audio_tower.conv.weight": mx.ones((4, 4), dtype=mx.bfloat16),
+                 "model.embed_audio.embedding_projection.weight": mx.ones((4, 4), dtype=mx.bfloat16)}
+
+
+def gemma4_hf(src, dst, nested_from_flat):
+    """Gemma4ForConditionalGeneration's layout: model.language_model.* plus the towers; from the
+    flat tiny text model, its config nested under text_config as the real checkpoints are."""
+    config = json.loads((src / "config.json").read_text())
+    if nested_from_flat:
+        text = {k: v for k, v in config.items() if k != "vocab_size"}
+        config = {"model_type": "gemma4", "vocab_size": config["vocab_size"], "text_config": text}
+    w = mx.load(str(src / "model.safetensors"))
+    if nested_from_flat:
+        w = {"language_model." + k: v for k, v in w.items()}
+    w = gemma4_hf_text(w, config)
+    out = dict(GEMMA4_TOWERS)
+    for k, v in w.items():
+        out["model.language_model." + k[len("language_model.model."):] if k.startswith("language_model.model.") else k] = v
+    config = {**config, "torch_dtype": "bfloat16", "vision_config": {"model_type": "gemma4_vision", "hidden_size": 4},
+              "audio_config": {"model_type": "gemma4_audio", "hidden_size": 4}}
+    shutil.copytree(src, dst)
+    (dst / "model.safetensors.index.json").unlink()
+    mx.save_safetensors(str(dst / "model.safetensors"), out, metadata={"format": "pt"})
+    (dst / "config.json").write_text(json.dumps(config, indent=4))
+
+
 def dequantized(src, dst):
     from mlx_lm.convert import convert
 
@@ -276,6 +348,11 @@ DERIVED = {
     "qwen3_5-hf": ("qwen3_5-bf16", lambda src, dst: rewrite(src, dst, qwen3_5_hf_names, qwen3_5_hf_config)),
     "qwen3_5-moe-hf": ("qwen3_5-moe-bf16", lambda src, dst: rewrite(src, dst, qwen3_5_hf_names, qwen3_5_hf_config)),
     "qwen3-next-hf": ("qwen3-next-bf16", lambda src, dst: rewrite(src, dst, qwen3_next_hf, lambda c: {**c, "torch_dtype": "bfloat16"})),
+    "gemma4-hf": ("gemma4-text-bf16", lambda src, dst: gemma4_hf(src, dst, nested_from_flat=True)),
+    "gemma4-moe-hf": ("gemma4-moe-untied-bf16", lambda src, dst: gemma4_hf(src, dst, nested_from_flat=False)),
+    # The flat gemma4_text layout (model.layers.*) with what its sanitize drops.
+    "gemma4-text-hf": ("gemma4-text-bf16", lambda src, dst: rewrite(
+        src, dst, lambda w: gemma4_hf_text(w, json.loads((src / "config.json").read_text())))),
 }
 
 
