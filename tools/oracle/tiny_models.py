@@ -1,6 +1,6 @@
 """Builds tiny deterministic MLX checkpoints with mlx-lm's own model classes.
 
-Usage: python tools/oracle/tiny_models.py OUTDIR   -> OUTDIR/models/<name>/
+Usage: python tools/oracle/tiny_models.py OUTDIR [NAME...]   -> OUTDIR/models/<name>/ (NAMEs: only those)
 Each snapshot is what mlx-lm itself would save (config.json + safetensors + index).
 """
 import copy
@@ -312,8 +312,29 @@ QWEN3_NEXT = {
 QWEN3_5_CHAT = {**QWEN3_5_TEXT, "model_type": "qwen3_5", "hidden_size": 64, "head_dim": 16, "intermediate_size": 128,
                 "linear_key_head_dim": 16, "linear_value_head_dim": 16, "vocab_size": 151936,
                 "tie_word_embeddings": True}
+# Gemma 4 at the real Gemma 3 vocabulary (262144; Gemma 4 keeps its size and ids) with the
+# E2B layout: nested text_config, per-layer inputs over the whole vocabulary (4 layers x 16),
+# sliding (window 16) and full layers, the last full layer KV-shared. No Gemma 4 tokenizer is
+# available here: it gets Gemma 3's tokenizer and chat template.
+GEMMA4_CHAT = {
+    "model_type": "gemma4",
+    "vocab_size": 262144,
+    "text_config": {
+        **{k: v for k, v in GEMMA4_TEXT.items() if k != "vocab_size"},
+        "hidden_size": 64,
+        "num_hidden_layers": 4,
+        "intermediate_size": 128,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "hidden_size_per_layer_input": 16,
+        "vocab_size_per_layer_input": 262144,
+        "num_kv_shared_layers": 1,
+        "sliding_window": 16,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+    },
+}
 # Snapshots that get a fixture's tokenizer.json and tokenizer_config.json.
-TOKENIZERS = {"qwen3_5-chat-q4g64": "qwen3"}
+TOKENIZERS = {"qwen3_5-chat-q4g64": "qwen3", "gemma4-chat-q4g64": "gemma3"}
 
 # name -> (config, quantization: None | (bits, group_size[, mode]) | "mixed")
 SPECS = {
@@ -375,6 +396,7 @@ SPECS = {
     "gemma4-text-q4g64": (GEMMA4_TEXT, (4, 64)),
     "gemma4-moe-untied-bf16": (GEMMA4_MOE, None),
     "gemma4-moe-untied-q4g64": (GEMMA4_MOE, (4, 64)),
+    "gemma4-chat-q4g64": (GEMMA4_CHAT, (4, 64)),
 }
 
 MODULES = {
@@ -464,9 +486,11 @@ def build(name, config, quant, seed):
     return model, config
 
 
-def main(out):
+def main(out, only=None):
     root = Path(out) / "models"
     for i, (name, (config, quant)) in enumerate(SPECS.items()):
+        if only and name not in only:
+            continue
         model, cfg = build(name, config, quant, seed=1234 + i)
         path = root / name
         save_model(path, model)
@@ -479,7 +503,8 @@ def main(out):
         with open(path / "generation_config.json", "w") as f:
             json.dump({"eos_token_id": [2, 3]}, f)
     # A sharded copy of llama-q4g64: two files and the index, as large snapshots come.
-    shard_copy(root / "llama-q4g64", root / "llama-q4g64-sharded")
+    if not only or "llama-q4g64-sharded" in only:
+        shard_copy(root / "llama-q4g64", root / "llama-q4g64-sharded")
 
 
 def shard_copy(src, dst):
@@ -500,4 +525,4 @@ def shard_copy(src, dst):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], only=set(sys.argv[2:]))  # names after the folder: only those snapshots
