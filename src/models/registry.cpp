@@ -15,6 +15,22 @@ namespace mx = mlx::core;
 
 namespace mlxcpp {
 
+namespace {
+
+// Gemma 4's chat template: turns <|turn>role ... <turn|>, tool declarations <|tool>...<tool|>,
+// calls <|tool_call>call:NAME{k:<|"|>v<|"|>}<tool_call|>, results <|tool_response>...<tool_response|>,
+// <|think|> in the system turn to turn thinking on, thoughts <|channel>thought ... <channel|>
+// (mlx-lm: tool_parsers/gemma4.py, tokenizer_utils._infer_thinking).
+ChatMarkers gemma4_chat() {
+  return {"gemma4",
+          "<|channel>thought",
+          "<channel|>",
+          {"<|turn>", "<turn|>", "<|tool>", "<tool|>", "<|tool_call>", "<tool_call|>", "<|tool_response>",
+           "<tool_response|>", "<|\"|>", "<|channel>", "<channel|>", "<|think|>"}};
+}
+
+}  // namespace
+
 const std::vector<FamilyRecord>& families() {
   static const std::vector<FamilyRecord> kFamilies = {
       {"llama", "llama", load_llama},
@@ -36,8 +52,8 @@ const std::vector<FamilyRecord>& families() {
       {"qwen3_5", "qwen3_5", load_qwen3_5},
       {"qwen3_5_moe", "qwen3_5", load_qwen3_5},
       {"qwen3_next", "qwen3_5", load_qwen3_5},
-      {"gemma4_text", "gemma4", load_gemma4},
-      {"gemma4", "gemma4", load_gemma4},
+      {"gemma4_text", "gemma4", load_gemma4, gemma4_chat()},
+      {"gemma4", "gemma4", load_gemma4, gemma4_chat()},
   };
   return kFamilies;
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,10 +13,21 @@ namespace mlxcpp {
 
 using FamilyLoader = std::unique_ptr<Model> (*)(const Checkpoint&, const LoadContext&);
 
+// The chat markers a family's own tokenizers define (its chat template's turn, tool and thinking
+// tokens). When a checkpoint's vocabulary holds every one of `tokens`, the server parses tool calls
+// and reasoning with these; otherwise (a checkpoint with another tokenizer) as its own chat
+// template and vocabulary teach, which is what mlx-lm infers either way for the family's own.
+struct ChatMarkers {
+  std::string tool_call_format;                // a ToolCallFormat name ("gemma4")
+  std::string reasoning_start, reasoning_end;  // what opens and closes reasoning in generated text
+  std::vector<std::string> tokens;             // the special tokens the chat format is made of
+};
+
 struct FamilyRecord {
   std::string model_type;  // config.json's model_type
   std::string family;      // the file in src/models/ that implements it
   FamilyLoader load;
+  std::optional<ChatMarkers> chat = std::nullopt;  // none: the chat format varies by checkpoint
 };
 
 const std::vector<FamilyRecord>& families();

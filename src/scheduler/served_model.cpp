@@ -4,6 +4,7 @@
 #include <future>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <mlx/ops.h>
 #include <mlx/transforms.h>
 #include <spdlog/spdlog.h>
@@ -12,6 +13,7 @@
 #include "core/elapsed.h"
 #include "core/errors.h"
 #include "core/files.h"
+#include "scheduler/chat_formats.h"
 #include "scheduler/model_text.h"
 
 namespace mx = mlx::core;
@@ -75,15 +77,15 @@ ServedModel load_served_model(const std::filesystem::path& dir, const ModelOptio
   m.xtc_special = xtc_special_tokens(m.tokenizer, m.eos_ids);
   m.grammars = std::make_shared<LazyGrammarCache>(m.tokenizer, std::vector<int32_t>(m.eos_ids.begin(), m.eos_ids.end()),
                                                   static_cast<size_t>(m.model().vocab_size()));
-  if (!m.template_source.empty()) m.reasoning = detect_reasoning_format(m.tokenizer);
-  if (sopts.tool_call_format == "auto") {
-    m.tool_format = m.template_source.empty() ? ToolCallFormat::kNone
-                                               : detect_tool_call_format(m.tokenizer, m.template_source);
-  } else {
-    auto f = tool_call_format_from_string(sopts.tool_call_format);
-    if (!f) throw ConfigError(fmt::format("--tool-call-format: unknown format '{}'", sopts.tool_call_format));
-    m.tool_format = *f;
+  const std::string& model_type = m.loaded.checkpoint.model_type();
+  auto formats = choose_chat_formats(find_family(model_type), m.tokenizer, m.template_source, sopts.tool_call_format);
+  if (!formats.missing_markers.empty()) {
+    spdlog::info("load: the tokenizer lacks {} of {}'s chat tokens ({}): tool calls and reasoning as its own chat "
+                 "template and vocabulary teach", formats.missing_markers.size(), model_type,
+                 fmt::join(formats.missing_markers, " "));
   }
+  m.reasoning = formats.reasoning;
+  m.tool_format = formats.tool_format;
   m.context_length = m.loaded.checkpoint.context_length();
   for (const auto& p : m.loaded.model->parameters()) m.weight_bytes += static_cast<int64_t>(p.nbytes());
   spdlog::debug("load: template and formats {:.1f} ms", ms_since(t0));
