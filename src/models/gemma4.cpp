@@ -201,7 +201,7 @@ struct RopeOffset {
 // KV-shared layers of its type.
 struct SharedKV {
   std::optional<mx::array> k, v;                       // plain
-  std::optional<std::pair<QuantizedRows, QuantizedRows>> quantized;  // a QuantizedCache's fetch
+  std::optional<std::pair<QuantizedRows, QuantizedRows>> quantized;  // a quantized cache's fetch
   int group_size = 0, bits = 0;
   RopeOffset offset;
   // Fast mode, a sliding layer's plain cache: the keys before this one are out of every new
@@ -253,7 +253,7 @@ class Attention {
       if (cache) shared.offset = {cache->offset(), cache->row_offsets()};
       k = rope(mx::transpose((*k_norm_)(k), {0, 2, 1, 3}), shared.offset);
       v = mx::transpose(mx::fast::rms_norm(v, std::nullopt, eps_), {0, 2, 1, 3});  // v_norm: no scale
-      if (auto* qc = dynamic_cast<QuantizedCache*>(cache)) {
+      if (auto* qc = dynamic_cast<QuantizedFetch*>(cache)) {  // single or batched
         shared.quantized = qc->update_and_fetch_quantized(k, v);
         shared.group_size = qc->group_size();
         shared.bits = qc->bits();

@@ -5,7 +5,8 @@ Gemma 3's tokenizer and chat template (tools/oracle/tiny_models.py gemma4-chat-q
 tokenizer is available here, and Gemma 4 keeps Gemma 3's vocabulary size). Its text is noise;
 what is checked is the serving path for shared and rotating caches: streamed = non-streamed,
 concurrent requests batched together = each alone, n=2, later turns resuming from the prompt cache
-answering as a fresh server does, greedy tokens and logprobs in parity mode equal mlx-lm's."""
+answering as a fresh server does, greedy tokens and logprobs in parity mode equal mlx-lm's,
+`--kv-bits 8` batching its quantized caches."""
 import json
 import subprocess
 import urllib.request
@@ -66,6 +67,23 @@ def test_concurrent_requests_equal_each_alone(client, gemma):
     r = ask(client, gemma, "Name a color.", max_tokens=12, n=2)
     assert [c.message.content for c in r.choices] == [alone[0], alone[0]]
     assert wait_idle(gemma)["mlxcpp_running_rows"] == 0
+
+
+def test_kv_bits_8_concurrent_requests_equal_each_alone():
+    """`serve --kv-bits 8`: the donor layers' caches held quantized in the batch (the KV-shared layer
+    attends over its donor's quantized rows; group 32: the sliding layers' heads are 32 wide)."""
+    server = start("--kv-bits", "8", "--kv-group-size", "32")
+    try:
+        c = client_of(server)
+        prompts = ["Name a color.", "Count to five, please, slowly and clearly, one number at a time.", "Write one word."]
+        alone = [ask(c, server, p, max_tokens=10).choices[0].message.content for p in prompts]
+        wait_idle(server)
+        with ThreadPoolExecutor(len(prompts)) as pool:
+            together = list(pool.map(lambda p: ask(c, server, p, max_tokens=10).choices[0].message.content, prompts))
+        assert together == alone
+        assert all(alone)
+    finally:
+        assert server.stop() == 0, server.stderr_text()[-2000:]
 
 
 def test_later_turns_resume_from_the_prompt_cache_as_a_fresh_server_answers(client, gemma):

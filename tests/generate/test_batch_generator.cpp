@@ -292,6 +292,35 @@ TEST(BatchGenerator, QuantizedKvRowsEqualSoloRuns) {
                RequestError);
 }
 
+// Gemma 4 with serve's --kv-bits: its plain caches batched quantized (the KV-shared layers attend
+// over their donors' quantized rows; parity mode's sliding rings stay as they are); rows
+// of different lengths prefilled two at a time, one joining while the others decode, each equal
+// to the row run alone through the batch generator; in parity mode and on the fast path, 8 and
+// 4 bits. (The single-sequence Generator quantizes the rings too, so it is not the reference.)
+TEST(BatchGenerator, Gemma4QuantizedKvRowsEqualEachAlone) {
+  for (bool parity : {true, false}) {
+    auto loaded = load_model(tiny_model_dir("gemma4-text-q4g64"), parity ? ModelOptions::parity_mode() : ModelOptions{});
+    for (int bits : {8, 4}) {
+      SCOPED_TRACE(std::string(parity ? "parity" : "fast") + " kv_bits " + std::to_string(bits));
+      const BatchOptions bo{.prefill_step_size = 16, .prefill_batch_size = 2, .kv_quantization = KvQuantization{bits, 32, 0}};
+      auto prompts = prompts_of({13, 40, 9, 22}, loaded.model->vocab_size());
+      const std::vector<int> max_tokens{12, 8, 10, 6};
+      BatchGenerator gen(*loaded.model, bo);
+      std::map<RowId, size_t> idx;
+      std::vector<std::vector<int>> out(prompts.size());
+      for (size_t i = 0; i < 3; ++i) idx[gen.insert(row_of(prompts[i], max_tokens[i]))] = i;
+      for (int step = 0; !gen.idle() && step < 200; ++step) {
+        if (step == 4) idx[gen.insert(row_of(prompts[3], max_tokens[3]))] = 3;
+        for (const auto& t : gen.next()) out[idx[t.row]].push_back(t.token);
+      }
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        EXPECT_EQ(out[i].size(), static_cast<size_t>(max_tokens[i])) << "row " << i;
+        EXPECT_EQ(out[i], run_batch(*loaded.model, {prompts[i]}, max_tokens[i], bo)[0]) << "row " << i;
+      }
+    }
+  }
+}
+
 TEST(BatchGenerator, RejectsBadRows) {
   auto loaded = load_model(tiny_model_dir("llama-q4g64"), ModelOptions::parity_mode());
   BatchGenerator gen(*loaded.model, {});
