@@ -37,6 +37,18 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// gemma3.py / gemma4.py ModelArgs.__post_init__: text_config gets the model's vocab_size (its
+// default when absent) and default head counts, in the dict mlx-lm later saves.
+std::function<void(ojson&)> text_config_defaults(int vocab, int heads, int kv_heads) {
+  return [=](ojson& c) {
+    if (!c.contains("text_config") || !c["text_config"].is_object()) return;
+    ojson& t = c["text_config"];
+    t["vocab_size"] = c.value("vocab_size", ojson(vocab));
+    t["num_attention_heads"] = t.value("num_attention_heads", ojson(heads));
+    t["num_key_value_heads"] = t.value("num_key_value_heads", ojson(kv_heads));
+  };
+}
+
 }  // namespace
 
 struct ConvertFamilyTable {
@@ -94,13 +106,7 @@ struct ConvertFamilyTable {
           {"switch_glu", {"gate_proj", "up_proj", "down_proj"}}};
       f.eight_bit_ = {"router.proj"};
     }
-    add("gemma4").patch_ = [](ojson& c) {
-      if (!c.contains("text_config") || !c["text_config"].is_object()) return;
-      ojson& t = c["text_config"];
-      t["vocab_size"] = c.value("vocab_size", ojson(262144));
-      t["num_attention_heads"] = t.value("num_attention_heads", ojson(8));
-      t["num_key_value_heads"] = t.value("num_key_value_heads", ojson(1));
-    };
+    add("gemma4").patch_ = text_config_defaults(262144, 8, 1);
   }
 
   static std::map<std::string, ConvertFamily> build() {
@@ -113,13 +119,7 @@ struct ConvertFamilyTable {
     for (const char* type : {"llama", "mistral", "smollm3", "qwen2", "qwen3", "gemma3_text", "phi3", "olmo2", "ministral3", "glm4"}) {
       add(type);
     }
-    add("gemma3").patch_ = [](ojson& c) {
-      if (!c.contains("text_config") || !c["text_config"].is_object()) return;
-      ojson& t = c["text_config"];
-      t["vocab_size"] = c.value("vocab_size", ojson(262208));
-      t["num_attention_heads"] = t.value("num_attention_heads", ojson(8));
-      t["num_key_value_heads"] = t.value("num_key_value_heads", ojson(4));
-    };
+    add("gemma3").patch_ = text_config_defaults(262208, 8, 4);
     add("mistral3").patch_ = [](ojson& c) {
       if (c.contains("text_config") && c["text_config"].is_object() && !c["text_config"].contains("tie_word_embeddings")) {
         c["text_config"]["tie_word_embeddings"] = false;

@@ -8,6 +8,7 @@ import subprocess
 import threading
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,42 @@ def wait_idle(server, timeout=60):
             return m
         time.sleep(0.05)
     pytest.fail(f"the engine did not go idle within {timeout} s: {m}")
+
+
+def concurrent_equals_alone(ask_one, server, prompts):
+    """ask_one(prompt) -> text for each prompt alone, then for all at once (batched together):
+    asserts the same texts; returns them."""
+    alone = [ask_one(p) for p in prompts]
+    wait_idle(server)
+    with ThreadPoolExecutor(len(prompts)) as pool:
+        together = list(pool.map(ask_one, prompts))
+    assert together == alone
+    return alone
+
+
+def chat(client, server, content, **kw):
+    """A greedy chat completion; `content` is a user message's text or a list of messages."""
+    messages = content if isinstance(content, list) else [{"role": "user", "content": content}]
+    return client.chat.completions.create(model=server.model, messages=messages, temperature=0, **kw)
+
+
+def streamed_equals_whole(client, server, content, max_tokens):
+    """The same request streamed and not: the same text, max_tokens of it."""
+    whole = chat(client, server, content, max_tokens=max_tokens)
+    assert whole.usage.completion_tokens == max_tokens
+    text = "".join(c.choices[0].delta.content or "" for c in
+                   chat(client, server, content, max_tokens=max_tokens, stream=True) if c.choices)
+    assert text == whole.choices[0].message.content
+
+
+def batched_rows_equal_alone(client, server, prompts, max_tokens):
+    """Greedy chats: each prompt alone, all at once (batched together), and the first with n=2 (two
+    rows with their own caches) give the same texts; returns them."""
+    def ask_one(p):
+        return chat(client, server, p, max_tokens=max_tokens).choices[0].message.content
+
+    alone = concurrent_equals_alone(ask_one, server, prompts)
+    r = chat(client, server, prompts[0], max_tokens=max_tokens, n=2)
+    assert [c.message.content for c in r.choices] == [alone[0], alone[0]]
+    assert wait_idle(server)["mlxcpp_running_rows"] == 0
+    return alone

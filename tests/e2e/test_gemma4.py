@@ -10,12 +10,10 @@ answering as a fresh server does, greedy tokens and logprobs in parity mode equa
 import json
 import subprocess
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
-
 import openai
 import pytest
 
-from conftest import BINARY, SOURCE, Server, wait_idle
+from conftest import BINARY, SOURCE, Server, batched_rows_equal_alone, chat as ask, streamed_equals_whole
 
 MODEL = SOURCE / "build" / "golden" / "models" / "gemma4-chat-q4g64"
 
@@ -42,31 +40,15 @@ def client(gemma):
     return client_of(gemma)
 
 
-def ask(client, server, content, **kw):
-    messages = content if isinstance(content, list) else [{"role": "user", "content": content}]
-    return client.chat.completions.create(model=server.model, messages=messages, temperature=0, **kw)
-
-
 def test_streamed_equals_non_streamed(client, gemma):
-    plain = ask(client, gemma, "Tell me about rivers.", max_tokens=12)
-    assert plain.usage.completion_tokens == 12
-    text = "".join(c.choices[0].delta.content or "" for c in
-                   ask(client, gemma, "Tell me about rivers.", max_tokens=12, stream=True) if c.choices)
-    assert text == plain.choices[0].message.content
+    streamed_equals_whole(client, gemma, "Tell me about rivers.", 12)
 
 
 def test_concurrent_requests_equal_each_alone(client, gemma):
     # Prompts of 10 to 25 tokens plus 12 generated: most rows outgrow the 16-token window.
     prompts = ["Name a color.", "Count to five, please, slowly and clearly, one number at a time.",
                "Why is the sky blue?", "Write one word."]
-    alone = [ask(client, gemma, p, max_tokens=12).choices[0].message.content for p in prompts]
-    wait_idle(gemma)
-    with ThreadPoolExecutor(len(prompts)) as pool:
-        together = list(pool.map(lambda p: ask(client, gemma, p, max_tokens=12).choices[0].message.content, prompts))
-    assert together == alone
-    r = ask(client, gemma, "Name a color.", max_tokens=12, n=2)
-    assert [c.message.content for c in r.choices] == [alone[0], alone[0]]
-    assert wait_idle(gemma)["mlxcpp_running_rows"] == 0
+    batched_rows_equal_alone(client, gemma, prompts, 12)
 
 
 def test_kv_bits_8_concurrent_requests_equal_each_alone():
@@ -76,12 +58,7 @@ def test_kv_bits_8_concurrent_requests_equal_each_alone():
     try:
         c = client_of(server)
         prompts = ["Name a color.", "Count to five, please, slowly and clearly, one number at a time.", "Write one word."]
-        alone = [ask(c, server, p, max_tokens=10).choices[0].message.content for p in prompts]
-        wait_idle(server)
-        with ThreadPoolExecutor(len(prompts)) as pool:
-            together = list(pool.map(lambda p: ask(c, server, p, max_tokens=10).choices[0].message.content, prompts))
-        assert together == alone
-        assert all(alone)
+        assert all(batched_rows_equal_alone(c, server, prompts, 10))
     finally:
         assert server.stop() == 0, server.stderr_text()[-2000:]
 

@@ -5,13 +5,11 @@ what is checked is the serving path for recurrent caches: streamed = non-streame
 requests batched together = each alone, n=2, and the prompt cache reusing a recurrent state only
 where it ends exactly at a prefix of the new prompt."""
 import json
-from concurrent.futures import ThreadPoolExecutor
-
 import openai
 import pytest
 from transformers import AutoTokenizer
 
-from conftest import SOURCE, Server, wait_idle
+from conftest import SOURCE, Server, batched_rows_equal_alone, chat as ask, streamed_equals_whole
 
 MODEL = SOURCE / "build" / "golden" / "models" / "qwen3_5-chat-q4g64"
 
@@ -30,31 +28,14 @@ def client(qwen):
     return openai.OpenAI(base_url=qwen.url + "/v1", api_key="unused", timeout=120, max_retries=0)
 
 
-def ask(client, server, content, **kw):
-    return client.chat.completions.create(model=server.model, messages=[{"role": "user", "content": content}],
-                                          temperature=0, **kw)
-
-
 def test_streamed_equals_non_streamed(client, qwen):
-    plain = ask(client, qwen, "Tell me about rivers.", max_tokens=12)
-    assert plain.usage.completion_tokens == 12
-    text = "".join(c.choices[0].delta.content or "" for c in
-                   ask(client, qwen, "Tell me about rivers.", max_tokens=12, stream=True) if c.choices)
-    assert text == plain.choices[0].message.content
+    streamed_equals_whole(client, qwen, "Tell me about rivers.", 12)
 
 
 def test_concurrent_requests_equal_each_alone(client, qwen):
     prompts = ["Name a color.", "Count to five, please, slowly and clearly.", "Why is the sky blue?",
                "Write one word."]
-    alone = [ask(client, qwen, p, max_tokens=10).choices[0].message.content for p in prompts]
-    wait_idle(qwen)
-    with ThreadPoolExecutor(len(prompts)) as pool:
-        together = list(pool.map(lambda p: ask(client, qwen, p, max_tokens=10).choices[0].message.content, prompts))
-    assert together == alone
-    # n=2 greedy: two rows with their own recurrent states, the same text.
-    r = ask(client, qwen, "Name a color.", max_tokens=10, n=2)
-    assert [c.message.content for c in r.choices] == [alone[0], alone[0]]
-    assert wait_idle(qwen)["mlxcpp_running_rows"] == 0
+    batched_rows_equal_alone(client, qwen, prompts, 10)  # n=2: two rows with their own recurrent states
 
 
 def byte_level_ids():

@@ -255,6 +255,21 @@ TEST(BatchGenerator, RecurrentFastPathRowsEqualSoloRuns) {
   }
 }
 
+// Rows 0-2 from the start, row 3 joining at step 4 while they decode; each row's tokens.
+std::vector<std::vector<int>> run_joining(const Model& model, const std::vector<std::vector<int>>& prompts,
+                                          const std::vector<int>& max_tokens, const BatchOptions& bo) {
+  BatchGenerator gen(model, bo);
+  EXPECT_FALSE(gen.ragged());
+  std::map<RowId, size_t> idx;
+  std::vector<std::vector<int>> out(prompts.size());
+  for (size_t i = 0; i < 3; ++i) idx[gen.insert(row_of(prompts[i], max_tokens[i]))] = i;
+  for (int step = 0; !gen.idle() && step < 200; ++step) {
+    if (step == 4) idx[gen.insert(row_of(prompts[3], max_tokens[3]))] = 3;
+    for (const auto& t : gen.next()) out[idx[t.row]].push_back(t.token);
+  }
+  return out;
+}
+
 // Quantized KV caches batch (BatchQuantizedKVCache; mlx-lm cannot): rows of different lengths,
 // prefilled two at a time with padding, one joining while the others decode; each row's greedy
 // tokens equal its solo run with the same quantized cache from the first token; in parity mode
@@ -267,15 +282,8 @@ TEST(BatchGenerator, QuantizedKvRowsEqualSoloRuns) {
       const KvQuantization q{bits, 32, 0};
       auto prompts = prompts_of({13, 40, 9, 22}, loaded.model->vocab_size());
       const std::vector<int> max_tokens{12, 8, 10, 6};
-      BatchGenerator gen(*loaded.model, {.prefill_step_size = 16, .prefill_batch_size = 2, .kv_quantization = q});
-      EXPECT_FALSE(gen.ragged());
-      std::map<RowId, size_t> idx;
-      std::vector<std::vector<int>> out(prompts.size());
-      for (size_t i = 0; i < 3; ++i) idx[gen.insert(row_of(prompts[i], max_tokens[i]))] = i;
-      for (int step = 0; !gen.idle() && step < 200; ++step) {
-        if (step == 4) idx[gen.insert(row_of(prompts[3], max_tokens[3]))] = 3;
-        for (const auto& t : gen.next()) out[idx[t.row]].push_back(t.token);
-      }
+      auto out = run_joining(*loaded.model, prompts, max_tokens,
+                             {.prefill_step_size = 16, .prefill_batch_size = 2, .kv_quantization = q});
       for (size_t i = 0; i < prompts.size(); ++i) {
         GenerateOptions go;
         go.max_tokens = max_tokens[i];
@@ -305,14 +313,7 @@ TEST(BatchGenerator, Gemma4QuantizedKvRowsEqualEachAlone) {
       const BatchOptions bo{.prefill_step_size = 16, .prefill_batch_size = 2, .kv_quantization = KvQuantization{bits, 32, 0}};
       auto prompts = prompts_of({13, 40, 9, 22}, loaded.model->vocab_size());
       const std::vector<int> max_tokens{12, 8, 10, 6};
-      BatchGenerator gen(*loaded.model, bo);
-      std::map<RowId, size_t> idx;
-      std::vector<std::vector<int>> out(prompts.size());
-      for (size_t i = 0; i < 3; ++i) idx[gen.insert(row_of(prompts[i], max_tokens[i]))] = i;
-      for (int step = 0; !gen.idle() && step < 200; ++step) {
-        if (step == 4) idx[gen.insert(row_of(prompts[3], max_tokens[3]))] = 3;
-        for (const auto& t : gen.next()) out[idx[t.row]].push_back(t.token);
-      }
+      auto out = run_joining(*loaded.model, prompts, max_tokens, bo);
       for (size_t i = 0; i < prompts.size(); ++i) {
         EXPECT_EQ(out[i].size(), static_cast<size_t>(max_tokens[i])) << "row " << i;
         EXPECT_EQ(out[i], run_batch(*loaded.model, {prompts[i]}, max_tokens[i], bo)[0]) << "row " << i;

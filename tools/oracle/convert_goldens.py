@@ -234,6 +234,16 @@ def qwen_hf_common(w):
     return out
 
 
+def fuse_experts(w, stacked, fused):
+    """The HF layout's fused experts, in place: <base>.<stacked>.{gate,up}_proj.weight become
+    <base>.<fused>gate_up_proj [E, 2I, H] (gate rows first), down_proj.weight <base>.<fused>down_proj."""
+    for k in [k for k in w if k.endswith(f".{stacked}.gate_proj.weight")]:
+        base = k[: -len(f".{stacked}.gate_proj.weight")]
+        gate, up = w.pop(k), w.pop(f"{base}.{stacked}.up_proj.weight")
+        w[f"{base}.{fused}gate_up_proj"] = mx.concatenate([gate, up], axis=-2)
+        w[f"{base}.{fused}down_proj"] = w.pop(f"{base}.{stacked}.down_proj.weight")
+
+
 def qwen3_5_hf_names(w):
     """Transformers' Qwen3_5ForConditionalGeneration names plus a vision tower; qwen3_5_moe's
     experts fused as experts.gate_up_proj [E, 2I, H] and experts.down_proj."""
@@ -244,11 +254,7 @@ def qwen3_5_hf_names(w):
         elif k.startswith("language_model."):
             k = k[len("language_model."):]
         out[k] = v
-    for k in [k for k in out if k.endswith(".switch_mlp.gate_proj.weight")]:
-        prefix = k[: -len(".switch_mlp.gate_proj.weight")]
-        gate, up = out.pop(k), out.pop(f"{prefix}.switch_mlp.up_proj.weight")
-        out[f"{prefix}.experts.gate_up_proj"] = mx.concatenate([gate, up], axis=-2)
-        out[f"{prefix}.experts.down_proj"] = out.pop(f"{prefix}.switch_mlp.down_proj.weight")
+    fuse_experts(out, "switch_mlp", "experts.")
     return out
 
 
@@ -288,11 +294,7 @@ def gemma4_hf_text(w, config):
         out[attn + "k_norm.weight"] = mx.ones((hd,), dtype=mx.bfloat16)
     out[prefix + "layers.0.self_attn.rotary_emb.inv_freq"] = mx.arange(8, dtype=mx.float32)
     out[prefix + "layers.1.self_attn.o_proj.input_max"] = mx.array(4.0, dtype=mx.bfloat16)
-    for k in [k for k in out if k.endswith(".switch_glu.gate_proj.weight")]:
-        base = k[: -len(".switch_glu.gate_proj.weight")]
-        gate, up = out.pop(k), out.pop(f"{base}.switch_glu.up_proj.weight")
-        out[f"{base}.gate_up_proj"] = mx.concatenate([gate, up], axis=-2)
-        out[f"{base}.down_proj"] = out.pop(f"{base}.switch_glu.down_proj.weight")
+    fuse_experts(out, "switch_glu", "")
     return out
 
 
