@@ -33,6 +33,7 @@ struct ServeArgs {
   std::string log_level = "info";
   std::optional<int> kv_bits;
   int kv_group_size = 64;
+  int quantized_kv_start = 0;
 };
 
 int64_t physical_memory() { return static_cast<int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE); }
@@ -66,12 +67,12 @@ int run(ServeArgs& a, std::chrono::steady_clock::time_point t0) {
   s.engine.prompt_cache_bytes = a.prompt_cache_gb >= 0 ? static_cast<int64_t>(a.prompt_cache_gb * 1e9) : ram / 4;
   s.engine.memory_budget = a.memory_budget_gb >= 0 ? static_cast<int64_t>(a.memory_budget_gb * 1e9) : ram * 9 / 10;
   s.engine.prefill_step_size = std::max(1, s.engine.prefill_step_size);
-  if (a.kv_bits) {  // every row quantized from its first token (batched quantized caches)
-    s.engine.kv_quantization = KvQuantization{*a.kv_bits, a.kv_group_size, 0};
+  if (a.kv_bits) {  // the requests' default (each may set kv_bits / kv_group_size / quantized_kv_start)
+    s.engine.kv_quantization = KvQuantization{*a.kv_bits, a.kv_group_size, a.quantized_kv_start};
     try {
       check_kv_quantization(*s.engine.kv_quantization);
     } catch (const RequestError& e) {
-      throw ConfigError(fmt::format("--kv-bits / --kv-group-size: {}", e.what()));
+      throw ConfigError(fmt::format("--kv-bits / --kv-group-size / --quantized-kv-start: {}", e.what()));
     }
   }
   if (!a.template_kwargs.empty()) {
@@ -148,8 +149,12 @@ Action add_serve(CLI::App& app) {
   sub->add_option("--queue-timeout", a->queue_timeout_s, "Seconds a request may wait in the queue (0: no limit)");
   sub->add_option("--prefill-step-size", e.prefill_step_size, "Prompt tokens per prefill chunk")->capture_default_str();
   sub->add_option("--kv-bits", a->kv_bits,
-                  "Hold every request's KV cache quantized to 2, 4 or 8 bits from its first token (batched)");
+                  "Hold requests' KV caches quantized to 2, 4 or 8 bits from their first token (batched; a request's "
+                  "kv_bits overrides it, 0 for a float cache)");
   sub->add_option("--kv-group-size", a->kv_group_size, "Group size of the quantized KV cache")->capture_default_str();
+  sub->add_option("--quantized-kv-start", a->quantized_kv_start,
+                  "Quantize only the caches of requests whose prompt holds at least this many tokens")
+      ->capture_default_str();
   auto& d = a->serve.defaults;
   sub->add_option("--temp", d.temp, "Default temperature")->capture_default_str();
   sub->add_option("--top-p", d.top_p, "Default top_p")->capture_default_str();

@@ -52,7 +52,8 @@ void extend_caches(LayerCaches& a, LayerCaches& b) {
 
 int prefill_min_tail(const Model& model) { return model.fast_path() ? kernels::kI16MaxRows : 0; }
 
-BatchGenerator::BatchGenerator(const Model& model, BatchOptions opts) : model_(model), opts_(opts) {
+BatchGenerator::BatchGenerator(const Model& model, BatchOptions opts)
+    : model_(model), opts_(opts), next_id_(opts.first_row_id) {
   if (opts_.prefill_step_size <= 0) throw RequestError("[batch] prefill_step_size must be positive");
   if (opts_.prefill_batch_size <= 0) throw RequestError("[batch] prefill_batch_size must be positive");
   opts_.completion_batch_size = std::max(opts_.completion_batch_size, opts_.prefill_batch_size);

@@ -67,6 +67,9 @@ struct BatchOptions {
   // Quantized KV caches (--kv-bits / --kv-group-size): every row's plain KV layers quantized from
   // its first token (BatchQuantizedKVCache; quantized_kv_start must be 0), left-padded batches.
   std::optional<KvQuantization> kv_quantization;
+  // The first row id insert() hands out (then counting up): an engine running several
+  // generators side by side keeps their ids apart.
+  uint64_t first_row_id = 1;
 };
 
 struct BatchToken {
@@ -145,7 +148,7 @@ class BatchGenerator {
   const Model& model_;
   BatchOptions opts_;
   bool ragged_ = false;
-  RowId next_id_ = 1;
+  RowId next_id_;
   std::deque<Waiting> waiting_;
   PromptBatch prompt_;
   GenBatch gen_;

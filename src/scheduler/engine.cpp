@@ -159,6 +159,7 @@ struct Engine::Active {
 struct Engine::Row {
   RequestId job;
   int choice;
+  int kind;  // its KV-cache kind: the generator it is a row of
   OutputPipeline pipe;
   std::vector<int> generated;  // every token returned (the eos included)
   int completion = 0;          // tokens counted as output (no eos)
@@ -194,9 +195,13 @@ void Engine::start(Job job) {
     a->job.sink(a->usage);
     return;
   }
+  int kind = 0;
   try {
+    auto [k, quantization] = kv_kind(req);
+    kind = k;
+    BatchGenerator& gen = generator(kind, quantization);
     for (int c = 0; c < req.n; ++c) {
-      auto hit = cache_.fetch(req.prompt);
+      auto hit = cache_.fetch(req.prompt, kind);
       if (c == 0) a->usage.cached_tokens = hit.tokens;
       SamplerParams sp = req.sampling;
       if (sp.xtc_special_tokens.empty()) sp.xtc_special_tokens = model_.xtc_special;
@@ -211,9 +216,9 @@ void Engine::start(Job job) {
       row.processors = make_logits_processors(req.processors);
       row.grammar = req.grammar;
       row.max_tokens = req.max_tokens;
-      const RowId rid = gen_->insert(std::move(row));
+      const RowId rid = gen.insert(std::move(row));
       a->rows.push_back(rid);
-      rows_[rid] = std::make_unique<Row>(Row{id, c,
+      rows_[rid] = std::make_unique<Row>(Row{id, c, kind,
                                              OutputPipeline(model_.tokenizer, model_.detokenizer, req.output, c,
                                                             fmt::format("{}_{}", id, c)),
                                              {}, 0, Clock::now()});
@@ -226,7 +231,7 @@ void Engine::start(Job job) {
     for (RowId r : a->rows) rows_.erase(r);
     active_rows_ -= static_cast<int>(a->rows.size());
     metrics_.running = active_rows_;
-    gen_->remove(a->rows);
+    if (auto g = gens_.find(kind); g != gens_.end()) g->second->remove(a->rows);
     {
       std::lock_guard lock(mu_);
       running_.erase(id);
@@ -283,7 +288,7 @@ void Engine::finish_row(RowId id, const std::string& reason, std::optional<Layer
       caches = std::move(f->second);
       finished_caches_.erase(f);
     } else {
-      auto out = gen_->remove({id}, keep_cache);
+      auto out = gens_.at(row.kind)->remove({id}, keep_cache);
       caches = std::move(out.front());
     }
   }
@@ -307,7 +312,7 @@ void Engine::finish_row(RowId id, const std::string& reason, std::optional<Layer
     const bool exact = std::all_of(caches->begin(), caches->end(), [&](const auto& c) {
       return recurrent_state(c.get()) == nullptr || c->offset() == static_cast<int>(tokens.size());
     });
-    if (exact) cache_.insert(tokens, std::move(*caches));
+    if (exact) cache_.insert(tokens, std::move(*caches), row.kind);
     else spdlog::debug("request {}: recurrent caches do not end at the key; not stored", row.job);
   }
   a.job.sink(std::move(fin));
@@ -334,9 +339,11 @@ void Engine::finish_job(RequestId id) {
 void Engine::cancel_active(RequestId id) {
   std::vector<RowId> open;
   for (RowId r : active_.at(id)->rows) {
-    if (rows_.count(r)) open.push_back(r);
+    if (auto it = rows_.find(r); it != rows_.end()) {
+      open.push_back(r);
+      gens_.at(it->second->kind)->remove({r});
+    }
   }
-  gen_->remove(open);
   for (RowId r : open) {
     finished_caches_.erase(r);
     finish_row(r, "cancelled", LayerCaches{});
@@ -361,6 +368,48 @@ void Engine::fail_all(const std::exception& e) {
   active_rows_ = 0;
 }
 
+std::pair<int, std::optional<KvQuantization>> Engine::kv_kind(const Request& req) {
+  const auto& d = opts_.kv_quantization;
+  const int bits = req.kv_bits.value_or(d ? d->bits : 0);
+  const int group = req.kv_group_size.value_or(d ? d->group_size : 64);
+  const int start = req.quantized_kv_start.value_or(d ? d->start : 0);
+  if (bits == 0 || static_cast<int>(req.prompt.size()) < start) return {0, std::nullopt};
+  KvQuantization q{bits, group, 0};
+  check_kv_quantization(q);
+  auto fit = kv_group_fits_.find(group);
+  if (fit == kv_group_fits_.end()) {
+    // Built, never evaluated: a layer whose head dimension the group does not divide refuses it.
+    LayerCaches probe = model_.model().make_cache();
+    for (auto& c : probe) {
+      if (auto* kv = dynamic_cast<KVCache*>(c.get())) c = QuantizedKVCache::from(*kv, group, bits);
+    }
+    bool ok = true;
+    try {
+      const int token = 0;
+      (void)model_.model()(mx::array(&token, {1, 1}, mx::int32), &probe);
+    } catch (const RequestError&) {
+      ok = false;
+    }
+    fit = kv_group_fits_.emplace(group, ok).first;
+  }
+  if (!fit->second) {
+    throw RequestError(fmt::format("kv_group_size {} does not divide this model's attention head dimension", group));
+  }
+  return {bits * 1000 + group, q};
+}
+
+BatchGenerator& Engine::generator(int kind, const std::optional<KvQuantization>& q) {
+  auto& g = gens_[kind];
+  if (!g) {
+    BatchOptions bo = batch_options_;
+    bo.kv_quantization = q;
+    bo.first_row_id = (static_cast<uint64_t>(kind) + 1) << 40;  // ids apart from the other kinds'
+    if (q) bo.ragged = 0;
+    g = std::make_unique<BatchGenerator>(model_.model(), bo);
+  }
+  return *g;
+}
+
 void Engine::loop() {
   const BatchOptions bo{.prefill_step_size = opts_.prefill_step_size,
                         .decode_prefill_step = opts_.decode_prefill_step,
@@ -369,8 +418,8 @@ void Engine::loop() {
                         .max_prefill_share = opts_.max_prefill_share,
                         .prefill_batch_size = std::max(1, std::min(opts_.prefill_batch, opts_.max_batch)),
                         .completion_batch_size = std::max(1, opts_.max_batch),
-                        .kv_quantization = opts_.kv_quantization};
-  gen_ = std::make_unique<BatchGenerator>(model_.model(), bo);
+                        .kv_quantization = std::nullopt};
+  batch_options_ = bo;
   for (;;) {
     std::vector<Job> admitted, expired;
     std::optional<EmbedJob> embedding;  // one per step, so running streams keep flowing
@@ -433,14 +482,16 @@ void Engine::loop() {
       cancel_active(id);
     }
     metrics_.running = active_rows_;
-    if (gen_->idle()) continue;
     try {
-      auto tokens = gen_->next();
-      for (auto& [rid, caches] : gen_->take_finished_caches()) finished_caches_[rid] = std::move(caches);
-      for (const auto& t : tokens) handle(t);
+      for (auto& [kind, gen] : gens_) {  // one step of each kind's batch
+        if (gen->idle()) continue;
+        auto tokens = gen->next();
+        for (auto& [rid, caches] : gen->take_finished_caches()) finished_caches_[rid] = std::move(caches);
+        for (const auto& t : tokens) handle(t);
+      }
     } catch (const std::exception& e) {
       fail_all(e);
-      gen_ = std::make_unique<BatchGenerator>(model_.model(), bo);
+      gens_.clear();
     }
     metrics_.running = active_rows_;
   }

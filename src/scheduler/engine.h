@@ -42,7 +42,10 @@ struct EngineOptions {
   // transient (0: no check). A request that does not fit next to the running ones waits.
   int64_t memory_budget = 0;
   bool log_prompts = false;               // debug log of each prompt's text (never logged otherwise)
-  std::optional<KvQuantization> kv_quantization;  // --kv-bits: every row's KV cache quantized
+  // --kv-bits / --kv-group-size / --quantized-kv-start: the default of the requests' kv_bits,
+  // kv_group_size and quantized_kv_start. A request whose prompt holds at least `start` tokens
+  // runs with its KV cache quantized from the first token; each kind of cache is its own batch.
+  std::optional<KvQuantization> kv_quantization;
 };
 
 class Engine {
@@ -96,6 +99,11 @@ class Engine {
   void cancel_active(RequestId id);
   void fail_all(const std::exception& e);
   void run_embedding(EmbedJob job);
+  // A request's KV-cache kind: 0 float, else bits * 1000 + group (also its prompt-cache kind),
+  // and the quantization (start 0) its batch applies; RequestError for a group size the model's
+  // heads cannot take.
+  std::pair<int, std::optional<KvQuantization>> kv_kind(const Request& req);
+  BatchGenerator& generator(int kind, const std::optional<KvQuantization>& q);
   int queued() const { return static_cast<int>(queue_.size() + embed_queue_.size()); }  // under mu_
 
   const ServedModel& model_;
@@ -112,7 +120,9 @@ class Engine {
   bool stopping_ = false;
 
   // Engine thread only.
-  std::unique_ptr<BatchGenerator> gen_;
+  BatchOptions batch_options_;
+  std::map<int, std::unique_ptr<BatchGenerator>> gens_;  // by KV-cache kind (kv_kind)
+  std::map<int, bool> kv_group_fits_;                    // group size -> the model's heads take it
   std::map<RequestId, std::unique_ptr<Active>> active_;
   std::map<RowId, std::unique_ptr<Row>> rows_;
   std::map<RowId, LayerCaches> finished_caches_;  // rows that left at max_tokens

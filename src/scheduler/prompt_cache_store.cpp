@@ -90,9 +90,27 @@ struct PromptCacheStore::Impl {
     n->entry.reset();
   }
 
-  // Deletes n and its ancestors while they hold neither an entry nor children (PromptTrie.pop).
+  // The trie of a kind: the root itself for kind 0, else a child of it keyed -kind (token ids
+  // are never negative) at depth 0; null where absent and not `create`d.
+  Node* kind_root(int kind, bool create) {
+    if (kind == 0) return &root;
+    auto& child = root.children[-kind];
+    if (!child) {
+      if (!create) {
+        root.children.erase(-kind);
+        return nullptr;
+      }
+      child = std::make_unique<Node>();
+      child->parent = &root;
+      child->token = -kind;
+    }
+    return child.get();
+  }
+
+  // Deletes n and its ancestors while they hold neither an entry nor children (PromptTrie.pop);
+  // a kind's root (depth 0) stays.
   void prune(Node* n) {
-    while (n != &root && !n->entry && n->children.empty()) {
+    while (n->depth > 0 && !n->entry && n->children.empty()) {
       Node* parent = n->parent;
       parent->children.erase(n->token);
       n = parent;
@@ -131,7 +149,7 @@ PromptCacheStore::PromptCacheStore(int64_t max_bytes) {
 
 PromptCacheStore::~PromptCacheStore() = default;
 
-PromptCacheStore::Hit PromptCacheStore::fetch(const std::vector<int>& prompt) {
+PromptCacheStore::Hit PromptCacheStore::fetch(const std::vector<int>& prompt, int kind) {
   const int n = static_cast<int>(prompt.size());
   Hit hit;
   int to_trim = 0;
@@ -139,7 +157,11 @@ PromptCacheStore::Hit PromptCacheStore::fetch(const std::vector<int>& prompt) {
     std::lock_guard<std::mutex> lock(impl_->mu);
     // Walk the prompt: `prefix` is the deepest entry covering at most n - 1 tokens (always usable
     // as is), `exact` the entry holding the whole prompt, `node` the end of the common prefix.
-    Node* node = &impl_->root;
+    Node* node = impl_->kind_root(kind, false);
+    if (node == nullptr) {
+      ++impl_->misses;
+      return hit;
+    }
     Node* prefix = nullptr;
     Node* exact = nullptr;
     int depth = 0;
@@ -177,7 +199,7 @@ PromptCacheStore::Hit PromptCacheStore::fetch(const std::vector<int>& prompt) {
   return hit;
 }
 
-void PromptCacheStore::insert(const std::vector<int>& tokens, LayerCaches caches) {
+void PromptCacheStore::insert(const std::vector<int>& tokens, LayerCaches caches, int kind) {
   const int64_t nbytes = prompt_cache_nbytes(caches);
   const bool trimmable = can_trim_prompt_cache(caches);
   std::lock_guard<std::mutex> lock(impl_->mu);
@@ -185,7 +207,7 @@ void PromptCacheStore::insert(const std::vector<int>& tokens, LayerCaches caches
   // would only flush the store and then be evicted itself.
   if (tokens.empty() || nbytes > impl_->max_bytes) return;
 
-  Node* node = &impl_->root;
+  Node* node = impl_->kind_root(kind, true);
   for (int tok : tokens) {
     auto& child = node->children[tok];
     if (!child) {
@@ -202,7 +224,7 @@ void PromptCacheStore::insert(const std::vector<int>& tokens, LayerCaches caches
   // A trimmable entry serves every prompt its strict prefixes serve (mlx-lm pop_prefixes);
   // a non-trimmable one (a wrapped rotating cache) does not, so its prefixes stay.
   if (trimmable) {
-    for (Node* p = node->parent; p != &impl_->root; p = p->parent) {
+    for (Node* p = node->parent; p->depth > 0; p = p->parent) {
       if (p->entry) impl_->drop_entry(p);
     }
   }

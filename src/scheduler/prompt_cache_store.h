@@ -26,11 +26,13 @@ class PromptCacheStore {
   // The longest usable prefix of `prompt`, trimmed so at least one prompt token is left to run
   // (at most prompt.size() - 1 tokens). A longer stored entry is trimmed when its caches can be
   // trimmed; a rotating cache that has wrapped is used only where no trim is needed.
-  Hit fetch(const std::vector<int>& prompt);
+  // `kind` keeps caches of different kinds apart (the engine's KV-cache kinds: float, each
+  // quantization): a fetch only sees entries inserted with its kind.
+  Hit fetch(const std::vector<int>& prompt, int kind = 0);
   // Stores caches that hold exactly `tokens`. Replaces an entry with the same tokens and drops
   // stored entries that are strict prefixes of `tokens` (their content is covered); evicts least
   // recently used entries while over the cap; an entry larger than the cap is not stored.
-  void insert(const std::vector<int>& tokens, LayerCaches caches);
+  void insert(const std::vector<int>& tokens, LayerCaches caches, int kind = 0);
   void clear();
 
   int64_t bytes() const;

@@ -45,6 +45,8 @@ struct Request {
   OutputOptions output;
   std::string endpoint;          // for the logs ("chat", "completions", "messages", "responses")
   std::shared_ptr<const Grammar> grammar;  // structured output (response_format); null: free
+  // KV-cache quantization asked for by this request (unset: the server's; kv_bits 0: float).
+  std::optional<int> kv_bits, kv_group_size, quantized_kv_start;
 };
 
 // One token's log-probability in the protocol-neutral shape (OpenAI's entries are built from it).

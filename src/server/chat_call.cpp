@@ -40,8 +40,23 @@ std::vector<std::pair<int, float>> read_logit_bias(const Fields& f) {
 
 }  // namespace
 
+KvParams read_kv_params(const Fields& f) {
+  KvParams kv;
+  if (auto b = f.integer("kv_bits", 0, 8)) {
+    if (*b != 0 && *b != 2 && *b != 4 && *b != 8) f.fail("kv_bits", fmt::format("must be 0 (no quantization), 2, 4 or 8, got {}", *b));
+    kv.bits = static_cast<int>(*b);
+  }
+  if (auto g = f.integer("kv_group_size", 32, 128)) {
+    if (*g != 32 && *g != 64 && *g != 128) f.fail("kv_group_size", fmt::format("must be 32, 64 or 128, got {}", *g));
+    kv.group_size = static_cast<int>(*g);
+  }
+  if (auto s = f.integer("quantized_kv_start", 0, kMaxInt32)) kv.start = static_cast<int>(*s);
+  return kv;
+}
+
 GenParams read_gen_params(const Fields& f, const std::vector<std::string>& max_tokens_keys) {
   GenParams g;
+  g.kv = read_kv_params(f);
   g.sampling.temp = f.number("temperature", 0, 100).value_or(-1);
   g.sampling.top_p = f.number("top_p", 0, 1).value_or(-1);
   g.sampling.top_k = static_cast<int>(f.integer("top_k", -1, kMaxInt32).value_or(-2));
@@ -106,6 +121,9 @@ void finish_gen_params(const GenParams& g, const sched::ServedModel& m, const Se
   out.ignore_eos = g.ignore_eos;
   out.output.stops = g.stops;
   out.output.top_logprobs = g.top_logprobs;
+  out.kv_bits = g.kv.bits;
+  out.kv_group_size = g.kv.group_size;
+  out.quantized_kv_start = g.kv.start;
 }
 
 void read_continuation(const Fields& f, ChatCall& call) {

@@ -14,6 +14,16 @@
 namespace mlxcpp::server {
 
 // Sampling and limits, as the protocols name them.
+// Per-request KV-cache quantization (mlx-lm's kv_bits, kv_group_size, quantized_kv_start; an
+// extension of every endpoint): unset fields take the server's --kv-bits / --kv-group-size /
+// --quantized-kv-start. kv_bits 0 asks for a float cache.
+struct KvParams {
+  std::optional<int> bits, group_size, start;
+};
+// Reads kv_bits (0, 2, 4 or 8), kv_group_size (32, 64 or 128) and quantized_kv_start (>= 0);
+// FieldError naming the field otherwise.
+KvParams read_kv_params(const Fields& f);
+
 struct GenParams {
   SamplerParams sampling;
   LogitsProcessorParams processors;
@@ -25,6 +35,7 @@ struct GenParams {
   bool ignore_eos = false;           // vLLM / llama-server extension: generate past EOS
   std::optional<GrammarSpec> grammar; // response_format json_object / json_schema
   std::string grammar_param = "response_format";  // the field a grammar error names
+  KvParams kv;                        // kv_bits / kv_group_size / quantized_kv_start
 };
 
 // Server-wide defaults for what a request leaves out (mlx_lm.server's flags).

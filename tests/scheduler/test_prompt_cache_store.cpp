@@ -111,6 +111,27 @@ TEST(PromptCacheStore, ExactMatchTrimmedToNMinusOne) {
   EXPECT_EQ(store.bytes(), kLayerBytes);
 }
 
+// Kinds (the engine's float and quantized caches) are apart: a fetch sees its own kind's entries
+// only, the same tokens may be stored once per kind, and the LRU and byte cap span all kinds.
+TEST(PromptCacheStore, KindsKeepTheirOwnEntries) {
+  PromptCacheStore store(3 * kLayerBytes);
+  store.insert({1, 2, 3}, kv_caches(3, 0));
+  store.insert({1, 2, 3}, kv_caches(3, 500), 8064);
+  expect_kv_rows(store.fetch({1, 2, 3, 4}), 3, 3, 0);
+  expect_kv_rows(store.fetch({1, 2, 3, 4}, 8064), 3, 3, 500);
+  EXPECT_EQ(store.fetch({1, 2, 3, 4}, 4064).tokens, 0);  // a kind never stored
+  EXPECT_EQ(store.entries(), 2u);
+  store.insert({1, 2, 3, 4, 5}, kv_caches(5, 900), 8064);  // drops only its own kind's prefix
+  EXPECT_EQ(store.entries(), 2u);
+  expect_kv_rows(store.fetch({1, 2, 3, 9}), 3, 3, 0);
+  store.insert({7, 8}, kv_caches(2, 50), 4064);
+  store.insert({7, 9}, kv_caches(2, 60), 4064);  // over the cap: the least recent (kind 8064's) goes
+  EXPECT_EQ(store.entries(), 3u);
+  EXPECT_EQ(store.fetch({1, 2, 3, 4, 5, 6}, 8064).tokens, 0);
+  expect_kv_rows(store.fetch({1, 2, 3, 9}), 3, 3, 0);
+  expect_kv_rows(store.fetch({7, 9, 1}, 4064), 2, 2, 60);
+}
+
 TEST(PromptCacheStore, StoredPrefixOfPrompt) {
   PromptCacheStore store(1 << 20);
   store.insert({1, 2, 3}, kv_caches(3, 0));

@@ -268,6 +268,7 @@ void read_sampling(const Fields& f, GenParams& g, bool count_only) {
   g.sampling.top_k = static_cast<int>(f.integer("top_k", 0, kMaxInt32).value_or(-2));
   g.sampling.min_p = -1;
   g.n = 1;
+  g.kv = read_kv_params(f);
   if (const Json* stops = f.array("stop_sequences")) {
     if (stops->size() > kMaxStopSequences) {
       f.fail("stop_sequences", fmt::format("may hold at most {} strings, got {}", kMaxStopSequences, stops->size()));
