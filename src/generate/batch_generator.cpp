@@ -245,17 +245,20 @@ std::pair<std::vector<int>, std::vector<mx::array>> BatchGenerator::step(GenBatc
   const int B = static_cast<int>(g.rows.size());
   const bool any_grammar =
       std::any_of(g.rows.begin(), g.rows.end(), [](const RowState& r) { return r.matcher.has_value(); });
-  std::vector<int> fed;  // the tokens this step feeds, on the host (the grammar rows consume them)
-  if (any_grammar) {
-    auto ids = mx::astype(current, mx::int32);
-    mx::eval(ids);
-    fed.assign(ids.data<int32_t>(), ids.data<int32_t>() + ids.size());
-  }
   auto logits = model_(mx::expand_dims(current, 1), &g.cache);
   const int L = logits.shape(1);
   logits = mx::squeeze(mx::slice(logits, {0, L - 1, 0}, {B, L, logits.shape(2)}), 1);
-  // The forward pass runs while the host computes the grammar rows' masks.
-  if (any_grammar) mx::async_eval(logits);
+  // The forward pass runs while the host computes the grammar rows' masks: the fed tokens (the
+  // grammar rows consume them) are queued ahead of the forward, which is queued before the host
+  // waits for them, so the stream never idles while the host waits or builds.
+  std::vector<int> fed;
+  if (any_grammar) {
+    auto ids = mx::astype(current, mx::int32);
+    mx::async_eval(ids);
+    mx::async_eval(logits);
+    mx::eval(ids);
+    fed.assign(ids.data<int32_t>(), ids.data<int32_t>() + ids.size());
+  }
   std::vector<std::optional<std::vector<uint32_t>>> masks(B);
   for (int e = 0; any_grammar && e < B; ++e) {
     auto& r = g.rows[e];
