@@ -41,10 +41,13 @@ std::string regex_escape(const std::string& s) {
 
 struct Format {
   std::string open;       // what opens a call (the text the forced prefix starts with)
-  std::string name_head;  // between `open` and the quoted name
+  std::string name_head;  // between `open` and the name
   std::string args_head;  // between the name and the arguments
   std::string close;      // after the arguments
-  std::string not_text;   // what free text must not contain ("auto": where a call begins)
+  std::string not_text;   // what free text must not contain ("auto": where a call begins); empty: no "auto"
+  bool quote_name = true; // the name as a JSON string (else bare)
+  // Its <|...|> markers are special tokens (gpt-oss harmony), matched as tokens, not text.
+  bool special_markers = false;
 };
 
 std::optional<Format> format_of(ToolCallFormat f) {
@@ -53,8 +56,32 @@ std::optional<Format> format_of(ToolCallFormat f) {
       return Format{"<tool_call>\n", "{\"name\": ", ", \"arguments\": ", "}\n</tool_call>", "<tool_call>"};
     case ToolCallFormat::kLlama3Json:
       return Format{"", "{\"name\": ", ", \"parameters\": ", "}", "{\"name\""};
+    case ToolCallFormat::kGptOss:  // forced calls only: harmony's free text is a sequence of channels
+      return Format{"<|channel|>commentary to=functions.", "", " <|constrain|>json<|message|>", "<|call|>", "", false,
+                    true};
     default: return std::nullopt;
   }
+}
+
+// `text` as a Lark sequence: literals, and with `special` each <|name|> marker as the special
+// token it is (llguidance's <|name|> syntax).
+std::string lark_seq(const std::string& text, bool special) {
+  if (!special) return text.empty() ? "" : lit(text);
+  std::string out;
+  auto add = [&](const std::string& item) { out += (out.empty() ? "" : " ") + item; };
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t open = text.find("<|", pos);
+    const size_t close = open == std::string::npos ? open : text.find("|>", open + 2);
+    if (close == std::string::npos) {
+      add(lit(text.substr(pos)));
+      break;
+    }
+    if (open > pos) add(lit(text.substr(pos, open - pos)));
+    add(text.substr(open, close + 2 - open));
+    pos = close + 2;
+  }
+  return out;
 }
 
 }  // namespace
@@ -66,7 +93,7 @@ std::optional<GrammarSpec> tool_call_grammar(ToolCallFormat format, const std::v
   const bool any_strict = std::any_of(functions.begin(), functions.end(), [](const ojson& fn) {
     return fn.value("strict", false);
   });
-  if (choice == "auto" && !any_strict) return std::nullopt;
+  if (choice == "auto" && (!any_strict || f->not_text.empty())) return std::nullopt;
   // What the prompt already ends with (a forced call's opening; under "auto", the trigger the
   // free text's last lexeme ends with), and each candidate call's head (opening, name, up to
   // its arguments) past it.
@@ -77,12 +104,13 @@ std::optional<GrammarSpec> tool_call_grammar(ToolCallFormat format, const std::v
   for (const auto& fn : functions) {
     const std::string name = fn.value("name", std::string());
     if (choice != "auto" && choice != "required" && name != choice) continue;
-    const std::string head = f->open + f->name_head + nlohmann::json(name).dump() + f->args_head;
+    const std::string shown = f->quote_name ? nlohmann::json(name).dump() : name;
+    const std::string head = f->open + f->name_head + shown + f->args_head;
     if (head.compare(0, prefix.size(), prefix) != 0) return std::nullopt;  // the prefix is not this format's
-    const std::string rest = head.substr(prefix.size());
+    const std::string rest = lark_seq(head.substr(prefix.size()), f->special_markers);
     rules += fmt::format("args_{}: {}\n", i, args_rule(fn));
-    alts += fmt::format("{}{}args_{} {}", alts.empty() ? "" : " | ", rest.empty() ? "" : lit(rest) + " ", i,
-                        lit(f->close));
+    alts += fmt::format("{}{}args_{} {}", alts.empty() ? "" : " | ", rest.empty() ? "" : rest + " ", i,
+                        lark_seq(f->close, f->special_markers));
     ++i;
   }
   if (i == 0) return std::nullopt;

