@@ -1,5 +1,7 @@
 #include "fast_vs_parity.h"
 
+#include <algorithm>
+
 #include <mlx/mlx.h>
 #include <mlx/primitives.h>
 
@@ -7,10 +9,14 @@ namespace mx = mlx::core;
 
 namespace mlxcpp::test {
 
-mx::array teacher_forced(const Model& m, const mx::array& ids, int prefill) {
+mx::array teacher_forced(const Model& m, const mx::array& ids, int prefill, int chunk) {
   auto caches = m.make_cache();
-  std::vector<mx::array> rows{mx::squeeze(m(mx::expand_dims(mx::slice(ids, {0}, {prefill}), 0), &caches), 0)};
-  mx::eval(rows.back());
+  std::vector<mx::array> rows;
+  for (int a = 0; a < prefill; a += chunk > 0 ? chunk : prefill) {
+    const int b = chunk > 0 ? std::min(prefill, a + chunk) : prefill;
+    rows.push_back(mx::squeeze(m(mx::expand_dims(mx::slice(ids, {a}, {b}), 0), &caches), 0));
+    mx::eval(rows.back());
+  }
   for (int i = prefill, n = static_cast<int>(ids.size()); i < n; ++i) {
     rows.push_back(mx::reshape(m(mx::reshape(mx::slice(ids, {i}, {i + 1}), {1, 1}), &caches), {1, -1}));
     mx::eval(rows.back());

@@ -11,8 +11,9 @@
 
 namespace mlxcpp::test {
 
-// Logits [T, V] for ids [T]: one prefill of the first `prefill` ids, then one cached step each.
-mlx::core::array teacher_forced(const Model& m, const mlx::core::array& ids, int prefill);
+// Logits [T, V] for ids [T]: a prefill of the first `prefill` ids (in chunks of `chunk` ids; 0: one
+// forward), then one cached step each.
+mlx::core::array teacher_forced(const Model& m, const mlx::core::array& ids, int prefill, int chunk = 0);
 
 // KL(ref || got) per row of two logit matrices [T, V] (nats), and top-1 agreement.
 struct Agreement {

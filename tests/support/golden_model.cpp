@@ -33,8 +33,8 @@ const std::vector<std::string>& tiny_model_names() {
 
 std::string tiny_model_dir(const std::string& name) { return (golden_dir() / "models" / name).string(); }
 
-std::map<std::string, mx::array> model_golden(const std::string& name) {
-  auto path = golden_dir() / "logits" / (name + ".safetensors");
+std::map<std::string, mx::array> model_golden(const std::string& name, const std::string& folder) {
+  auto path = golden_dir() / folder / (name + ".safetensors");
   if (!std::filesystem::exists(path)) {
     throw std::runtime_error(path.string() + " is missing: run 'make goldens'");
   }
