@@ -17,11 +17,10 @@ from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
-from mlx_lm.models.cache import make_prompt_cache
 from mlx_lm.utils import load_model
 
 sys.path.insert(0, os.path.dirname(__file__))
-from model_goldens import greedy_steps  # noqa: E402
+from model_goldens import prefill_decode_chunked  # noqa: E402
 
 # name -> (prompt length, chunk bounds): chunk edges that do not fall on the 64-token DeltaNet
 # chunks nor on the 8-token window.
@@ -44,16 +43,7 @@ def record(path, length, chunks):
     rng = np.random.default_rng(11)
     prompt = mx.array(rng.integers(4, vocab, length), dtype=mx.int32)
     g = {"prompt": prompt, "chunks": mx.array(chunks, dtype=mx.int32)}
-
-    cache = make_prompt_cache(model)
-    logits = model(prompt[None], cache=cache)
-    g["prefill_logits"] = logits[0]
-    first = int(mx.argmax(logits[0, -1]).item())
-    g["decode_tokens"], g["decode_logits"] = greedy_steps(model, cache, first, 16)
-
-    cache = make_prompt_cache(model)
-    parts = [model(prompt[None, a:b], cache=cache)[0] for a, b in chunks]
-    g["chunked_logits"] = mx.concatenate(parts, axis=0)
+    g.update(prefill_decode_chunked(model, prompt, chunks))
     return g
 
 

@@ -36,6 +36,22 @@ def greedy_steps(model, cache, first, steps):
     return mx.array(tokens, dtype=mx.int32), mx.stack(logits)
 
 
+def prefill_decode_chunked(model, prompt, chunks):
+    """prefill_logits (one forward), decode_tokens/decode_logits (16 greedy steps after it) and
+    chunked_logits (the same prompt through a fresh cache in chunks [(a, b), ...])."""
+    g = {}
+    cache = make_prompt_cache(model)
+    logits = model(prompt[None], cache=cache)
+    g["prefill_logits"] = logits[0]
+    first = int(mx.argmax(logits[0, -1]).item())
+    g["decode_tokens"], g["decode_logits"] = greedy_steps(model, cache, first, 16)
+
+    cache = make_prompt_cache(model)
+    parts = [model(prompt[None, a:b], cache=cache)[0] for a, b in chunks]
+    g["chunked_logits"] = mx.concatenate(parts, axis=0)
+    return g
+
+
 def run_generate(prompt, model, **kw):
     toks, lps = [], []
     for tok, lp in generate_step(prompt, model, max_tokens=16, **kw):
@@ -52,15 +68,7 @@ def record(path):
     prompt = mx.array(rng.integers(4, vocab, 20), dtype=mx.int32)
     g = {"prompt": prompt}
 
-    cache = make_prompt_cache(model)
-    logits = model(prompt[None], cache=cache)
-    g["prefill_logits"] = logits[0]
-    first = int(mx.argmax(logits[0, -1]).item())
-    g["decode_tokens"], g["decode_logits"] = greedy_steps(model, cache, first, 16)
-
-    cache = make_prompt_cache(model)
-    parts = [model(prompt[None, a:b], cache=cache)[0] for a, b in [(0, 7), (7, 14), (14, 20)]]
-    g["chunked_logits"] = mx.concatenate(parts, axis=0)
+    g.update(prefill_decode_chunked(model, prompt, [(0, 7), (7, 14), (14, 20)]))
 
     # One per cache make_prompt_cache gives (Gemma 4's KV-shared layers have none); none for models
     # with recurrent layers (no rotating cache for them).
