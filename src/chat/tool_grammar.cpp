@@ -46,9 +46,65 @@ struct Format {
   std::string close;      // after the arguments
   std::string not_text;   // what free text must not contain ("auto": where a call begins); empty: no "auto"
   bool quote_name = true; // the name as a JSON string (else bare)
+  bool xml_params = false; // Qwen3-Coder: <parameter=P>\nVALUE\n</parameter>\n per argument, not JSON
   // Its <|...|> markers are special tokens (gpt-oss harmony), matched as tokens, not text.
   bool special_markers = false;
 };
+
+// Qwen3-Coder's arguments (mlx-lm qwen3_coder.py reads them): one
+// "<parameter=P>\nVALUE\n</parameter>\n" each. A strict tool's are its schema's properties in
+// their order (the required ones present), each value of its type: a string runs up to its
+// closing tag (one lexeme ending in it, so the lexer closes it exactly there), an enum is one
+// of its values, numbers, integers, booleans and null are JSON's, objects and arrays JSON held
+// to their sub-schema. Otherwise any parameters with string values. Rules named args_<i>_*.
+std::string xml_args_rules(const ojson& fn, int i) {
+  const std::string close = lit("\n</parameter>\n");
+  std::string rules = fmt::format(
+      "XSTR_{0}: /(.|\\n)*\\n<\\/parameter>\\n/ & ~/(.|\\n)*<\\/parameter>(.|\\n)*<\\/parameter>(.|\\n)*/\n", i);
+  const ojson* schema = fn.value("strict", false) && fn.contains("parameters") ? &fn["parameters"] : nullptr;
+  if (!schema || !schema->is_object() || !schema->contains("properties") || !(*schema)["properties"].is_object()) {
+    return rules + fmt::format("args_{0}: (\"<parameter=\" /[^>\\n]+/ \">\\n\" XSTR_{0})*\n", i);
+  }
+  std::vector<std::string> required;
+  if (schema->contains("required") && (*schema)["required"].is_array()) {
+    for (const auto& r : (*schema)["required"]) {
+      if (r.is_string()) required.push_back(r.get<std::string>());
+    }
+  }
+  std::string seq;
+  int k = 0;
+  for (const auto& [name, prop] : (*schema)["properties"].items()) {
+    const std::string type = prop.is_object() && prop.contains("type") && prop["type"].is_string()
+                                 ? prop["type"].get<std::string>() : "";
+    std::string value;
+    if (prop.is_object() && prop.contains("enum") && prop["enum"].is_array() && !prop["enum"].empty()) {
+      for (const auto& e : prop["enum"]) {
+        value += (value.empty() ? "(" : " | ") + lit(e.is_string() ? e.get<std::string>() : e.dump());
+      }
+      value += ") " + close;
+    } else if (type == "string" || type.empty()) {
+      value = fmt::format("XSTR_{}", i);
+    } else if (type == "integer") {
+      value = "/-?(0|[1-9][0-9]*)/ " + close;
+    } else if (type == "number") {
+      value = "/-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?/ " + close;
+    } else if (type == "boolean") {
+      value = "(\"true\" | \"false\") " + close;
+    } else if (type == "null") {
+      value = "\"null\" " + close;
+    } else {  // object, array: JSON held to the sub-schema
+      ojson sub = prop;
+      sub["x-guidance"] = ojson{{"whitespace_flexible", false}};
+      rules += fmt::format("args_{}_{}_json: %json {}\n", i, k, sub.dump());
+      value = fmt::format("args_{}_{}_json {}", i, k, close);
+    }
+    rules += fmt::format("args_{}_{}: {} {}\n", i, k, lit("<parameter=" + name + ">\n"), value);
+    const bool req = std::find(required.begin(), required.end(), name) != required.end();
+    seq += fmt::format(" args_{}_{}{}", i, k, req ? "" : "?");
+    ++k;
+  }
+  return rules + fmt::format("args_{}:{}\n", i, seq.empty() ? " \"\"" : seq);
+}
 
 std::optional<Format> format_of(ToolCallFormat f) {
   switch (f) {
@@ -56,9 +112,11 @@ std::optional<Format> format_of(ToolCallFormat f) {
       return Format{"<tool_call>\n", "{\"name\": ", ", \"arguments\": ", "}\n</tool_call>", "<tool_call>"};
     case ToolCallFormat::kLlama3Json:
       return Format{"", "{\"name\": ", ", \"parameters\": ", "}", "{\"name\""};
+    case ToolCallFormat::kQwen3Coder:
+      return Format{"<tool_call>\n<function=", "", ">\n", "</function>\n</tool_call>", "<tool_call>", false, true, false};
     case ToolCallFormat::kGptOss:  // forced calls only: harmony's free text is a sequence of channels
       return Format{"<|channel|>commentary to=functions.", "", " <|constrain|>json<|message|>", "<|call|>", "", false,
-                    true};
+                    false, true};
     default: return std::nullopt;
   }
 }
@@ -108,7 +166,7 @@ std::optional<GrammarSpec> tool_call_grammar(ToolCallFormat format, const std::v
     const std::string head = f->open + f->name_head + shown + f->args_head;
     if (head.compare(0, prefix.size(), prefix) != 0) return std::nullopt;  // the prefix is not this format's
     const std::string rest = lark_seq(head.substr(prefix.size()), f->special_markers);
-    rules += fmt::format("args_{}: {}\n", i, args_rule(fn));
+    rules += f->xml_params ? xml_args_rules(fn, i) : fmt::format("args_{}: {}\n", i, args_rule(fn));
     alts += fmt::format("{}{}args_{} {}", alts.empty() ? "" : " | ", rest.empty() ? "" : rest + " ", i,
                         lark_seq(f->close, f->special_markers));
     ++i;

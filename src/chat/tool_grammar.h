@@ -2,9 +2,10 @@
 // (tool_choice "required" or a tool's name) follows the model's own call format exactly, its
 // arguments the tool's schema where the tool is strict (any JSON object otherwise); with
 // tool_choice "auto" and a strict tool, free text runs until a call opens, and the call is then
-// held to the same grammar. The formats whose calls are JSON: Hermes (<tool_call> JSON
-// </tool_call>, Qwen 2.5/3/3.5) and Llama 3 JSON; gpt-oss harmony (commentary to=functions.NAME
-// <|constrain|>json<|message|> JSON <|call|>, its markers as special tokens) for forced calls.
+// held to the same grammar. The formats: Hermes (<tool_call> JSON </tool_call>, Qwen 2.5/3),
+// Llama 3 JSON, Qwen3-Coder / Qwen3.5 XML (<parameter=P> blocks, values typed by the schema), and
+// for forced calls gpt-oss harmony (commentary to=functions.NAME <|constrain|>json<|message|>
+// JSON <|call|>, its markers as special tokens).
 #pragma once
 
 #include <optional>

@@ -110,9 +110,48 @@ TEST(ToolGrammar, Llama3JsonAndFormatsWithoutAGrammar) {
   auto named = tool_call_grammar(ToolCallFormat::kLlama3Json, tools(true), "get_weather");
   ASSERT_TRUE(named);
   EXPECT_TRUE(accepts(*named, "{\"city\":\"Rome\",\"unit\":\"C\"}}"));
-  // Formats whose calls are not JSON keep the forced prefix alone.
-  EXPECT_FALSE(tool_call_grammar(ToolCallFormat::kQwen3Coder, tools(true), "required"));
+  // Formats without a grammar keep the forced prefix alone.
   EXPECT_FALSE(tool_call_grammar(ToolCallFormat::kNone, tools(true), "auto"));
+}
+
+// Qwen3-Coder / Qwen3.5 XML calls: each argument a <parameter=P> block, values typed by the schema.
+TEST(ToolGrammar, Qwen3CoderXmlCallsFollowTheSchema) {
+  auto forecast = tools(true);
+  forecast.push_back(ojson{{"name", "forecast"},
+                           {"strict", true},
+                           {"parameters",
+                            {{"type", "object"},
+                             {"properties",
+                              {{"days", {{"type", "integer"}}},
+                               {"hourly", {{"type", "boolean"}}},
+                               {"spots", {{"type", "array"}, {"items", {{"type", "string"}}}}}}},
+                             {"required", {"days"}}}}});
+  const std::string p = "\n</parameter>\n", end = "</function>\n</tool_call>";
+  // The prompt ends with "<tool_call>\n<function=get_weather>\n".
+  auto named = tool_call_grammar(ToolCallFormat::kQwen3Coder, forecast, "get_weather");
+  ASSERT_TRUE(named);
+  EXPECT_TRUE(accepts(*named, "<parameter=city>\nNew\nYork" + p + "<parameter=unit>\nC" + p + end));
+  EXPECT_FALSE(accepts(*named, "<parameter=city>\nParis" + p + "<parameter=unit>\nK" + p + end));  // not in the enum
+  EXPECT_FALSE(accepts(*named, "<parameter=unit>\nC" + p + end));                                 // city missing
+  EXPECT_FALSE(accepts(*named, "<parameter=city>\nParis" + p + "<parameter=unit>\nC" + p));      // left open
+  // The prompt ends with "<tool_call>\n<function=".
+  auto required = tool_call_grammar(ToolCallFormat::kQwen3Coder, forecast, "required");
+  ASSERT_TRUE(required);
+  EXPECT_TRUE(accepts(*required, "forecast>\n<parameter=days>\n3" + p + "<parameter=spots>\n[\"a\",\"b\"]" + p + end));
+  EXPECT_TRUE(accepts(*required, "forecast>\n<parameter=days>\n-2" + p + "<parameter=hourly>\ntrue" + p + end));
+  EXPECT_FALSE(accepts(*required, "forecast>\n<parameter=days>\nthree" + p + end));
+  EXPECT_FALSE(accepts(*required, "forecast>\n<parameter=days>\n3" + p + "<parameter=spots>\n[1]" + p + end));
+  EXPECT_FALSE(accepts(*required, "get_date>\n" + end));
+  auto auto_g = tool_call_grammar(ToolCallFormat::kQwen3Coder, forecast, "auto");
+  ASSERT_TRUE(auto_g);
+  EXPECT_TRUE(accepts(*auto_g, "No call needed."));
+  EXPECT_TRUE(accepts(*auto_g, "Checking.\n<tool_call>\n<function=get_time>\n<parameter=tz>\nUTC" + p + end));
+  EXPECT_FALSE(accepts(*auto_g, "<tool_call>\n<function=get_time>\n<parameter=zone>\nUTC" + p + end));
+  // Not strict: any parameters, string values.
+  auto loose = tool_call_grammar(ToolCallFormat::kQwen3Coder, tools(false), "get_time");
+  ASSERT_TRUE(loose);
+  EXPECT_TRUE(accepts(*loose, "<parameter=anything>\n42" + p + "<parameter=b>\nx y" + p + end));
+  EXPECT_TRUE(accepts(*loose, end));
 }
 
 // gpt-oss harmony: a forced call after the prompt's "<|channel|>commentary to=functions." (required)
