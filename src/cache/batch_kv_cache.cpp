@@ -9,6 +9,7 @@
 
 #include "cache/arrays_cache.h"
 #include "cache/batch_quantized_kv_cache.h"
+#include "cache/batch_quantized_rotating_kv_cache.h"
 #include "cache/batch_rotating_kv_cache.h"
 #include "cache/cache_ops.h"
 #include "cache/rotating_kv_cache.h"
@@ -305,7 +306,12 @@ std::unique_ptr<BatchCacheBase> merge_layer_caches(const std::vector<const KVCac
   std::vector<const RotatingKVCache*> rot;
   std::vector<const ArraysCache*> arrays;
   std::vector<const QuantizedKVCache*> quantized;
+  std::vector<const QuantizedRotatingKVCache*> quantized_rot;
   for (const auto* c : caches) {
+    if (const auto* q = dynamic_cast<const QuantizedRotatingKVCache*>(c)) {
+      quantized_rot.push_back(q);
+      continue;
+    }
     if (const auto* a = dynamic_cast<const ArraysCache*>(c)) {
       arrays.push_back(a);
       continue;
@@ -316,7 +322,13 @@ std::unique_ptr<BatchCacheBase> merge_layer_caches(const std::vector<const KVCac
     }
     if (const auto* k = dynamic_cast<const KVCache*>(c)) kv.push_back(k);
     else if (const auto* r = dynamic_cast<const RotatingKVCache*>(c)) rot.push_back(r);
-    else throw Error("[merge_layer_caches] only KVCache, QuantizedKVCache, RotatingKVCache and ArraysCache layers can be batched");
+    else throw Error("[merge_layer_caches] only KVCache, RotatingKVCache, their quantized caches and ArraysCache layers can be batched");
+  }
+  if (!quantized_rot.empty()) {
+    if (quantized_rot.size() != caches.size()) {
+      throw Error("[merge_layer_caches] a layer's caches mix quantized rotating caches and others");
+    }
+    return BatchQuantizedRotatingKVCache::merge(quantized_rot);
   }
   if (!quantized.empty()) {
     if (quantized.size() != caches.size()) throw Error("[merge_layer_caches] a layer's caches mix quantized and plain ones");

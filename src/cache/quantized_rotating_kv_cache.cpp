@@ -21,6 +21,13 @@ std::unique_ptr<QuantizedRotatingKVCache> QuantizedRotatingKVCache::from(const R
   return q;
 }
 
+std::unique_ptr<QuantizedRotatingKVCache> QuantizedRotatingKVCache::from_lanes(std::array<RotatingKVCache, 3> lanes,
+                                                                               int group_size, int bits) {
+  auto q = std::make_unique<QuantizedRotatingKVCache>(lanes[0].max_size(), lanes[0].keep(), group_size, bits);
+  q->lanes_ = std::move(lanes);
+  return q;
+}
+
 std::pair<QuantizedRows, QuantizedRows> QuantizedRotatingKVCache::update_and_fetch_quantized(const mx::array& keys,
                                                                                              const mx::array& values) {
   const auto k = quantize(keys), v = quantize(values);

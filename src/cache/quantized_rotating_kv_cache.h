@@ -19,6 +19,12 @@ class QuantizedRotatingKVCache final : public QuantizedCache {
   // The rotating cache's buffers (rows past its offset included) quantized; same offset, keep,
   // max_size and ring position. RequestError where group_size does not divide head_dim.
   static std::unique_ptr<QuantizedRotatingKVCache> from(const RotatingKVCache& cache, int group_size, int bits);
+  // A cache of these three rings (component i of the quantized keys and values: 0 packed rows,
+  // 1 scales, 2 biases), kept in step (BatchQuantizedRotatingKVCache's extract).
+  static std::unique_ptr<QuantizedRotatingKVCache> from_lanes(std::array<RotatingKVCache, 3> lanes, int group_size,
+                                                              int bits);
+  // Ring i (what BatchQuantizedRotatingKVCache::merge batches).
+  const RotatingKVCache& lane(int i) const { return lanes_.at(i); }
 
   std::pair<QuantizedRows, QuantizedRows> update_and_fetch_quantized(const mlx::core::array& keys,
                                                                      const mlx::core::array& values) override;

@@ -13,6 +13,8 @@
 
 #include "cache/ragged_kv_cache.h"
 #include "core/errors.h"
+#include "cache/quantized_rotating_kv_cache.h"
+#include "cache/rotating_kv_cache.h"
 #include "generate/token_mask.h"
 #include "kernels/block_kernels.h"
 #include "kernels/ops.h"
@@ -114,9 +116,10 @@ RowId BatchGenerator::insert(BatchRow row) {
   if (row.grammar) st.matcher.emplace(grammar_matcher(*row.grammar, model_.vocab_size(), "batch"));
   st.max_tokens = row.max_tokens;
   LayerCaches cache = row.cache.empty() ? model_.make_cache() : std::move(row.cache);
-  if (const auto& q = opts_.kv_quantization) {  // every plain KV layer held quantized
+  if (const auto& q = opts_.kv_quantization) {  // every KV layer held quantized, sliding rings too
     for (auto& c : cache) {
       if (auto* kv = dynamic_cast<KVCache*>(c.get())) c = QuantizedKVCache::from(*kv, q->group_size, q->bits);
+      else if (auto* r = dynamic_cast<RotatingKVCache*>(c.get())) c = QuantizedRotatingKVCache::from(*r, q->group_size, q->bits);
     }
   }
   waiting_.push_back(Waiting{std::move(st), std::move(cache)});

@@ -64,8 +64,9 @@ struct BatchOptions {
   int ragged = -1;
   int prefill_batch_size = 8;     // rows prefilled together
   int completion_batch_size = 32; // rows decoding together (at least prefill_batch_size)
-  // Quantized KV caches (--kv-bits / --kv-group-size): every row's plain KV layers quantized from
-  // its first token (BatchQuantizedKVCache; quantized_kv_start must be 0), left-padded batches.
+  // Quantized KV caches (--kv-bits / --kv-group-size): every row's KV layers quantized from its
+  // first token, plain ones and sliding rings (BatchQuantizedKVCache, BatchQuantizedRotatingKVCache;
+  // quantized_kv_start must be 0), left-padded batches.
   std::optional<KvQuantization> kv_quantization;
   // The first row id insert() hands out (then counting up): an engine running several
   // generators side by side keeps their ids apart.

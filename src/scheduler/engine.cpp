@@ -9,6 +9,8 @@
 #include <spdlog/spdlog.h>
 
 #include "cache/arrays_cache.h"
+#include "cache/quantized_rotating_kv_cache.h"
+#include "cache/rotating_kv_cache.h"
 #include "core/errors.h"
 #include "generate/generator.h"
 #include "scheduler/output_pipeline.h"
@@ -382,6 +384,7 @@ std::pair<int, std::optional<KvQuantization>> Engine::kv_kind(const Request& req
     LayerCaches probe = model_.model().make_cache();
     for (auto& c : probe) {
       if (auto* kv = dynamic_cast<KVCache*>(c.get())) c = QuantizedKVCache::from(*kv, group, bits);
+      else if (auto* r = dynamic_cast<RotatingKVCache*>(c.get())) c = QuantizedRotatingKVCache::from(*r, group, bits);
     }
     bool ok = true;
     try {

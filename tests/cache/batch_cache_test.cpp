@@ -345,7 +345,7 @@ TEST(BatchCaches, BadInputThrowsError) {
   expect_error([&] { merge_layer_caches({&solo, &ring4}); }, "mix KVCache and RotatingKVCache");
   expect_error([&] { merge_layer_caches({&ring4, &ring8}); }, "max_size differ");
   expect_error([&] { merge_layer_caches({&kv}); },
-               "only KVCache, QuantizedKVCache, RotatingKVCache and ArraysCache layers can be batched");
+               "only KVCache, RotatingKVCache, their quantized caches and ArraysCache layers can be batched");
   QuantizedKVCache quantized(64, 8);
   ArraysCache arrays(2);
   expect_error([&] { merge_layer_caches({&quantized, &solo}); }, "mix quantized and plain ones");

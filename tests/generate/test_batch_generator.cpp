@@ -8,6 +8,7 @@
 
 #include <mlx/mlx.h>
 
+#include "cache/quantized_rotating_kv_cache.h"
 #include "generate/batch_generator.h"
 #include "generate/generator.h"
 #include "golden_model.h"
@@ -318,6 +319,20 @@ TEST(BatchGenerator, Gemma4QuantizedKvRowsEqualEachAlone) {
         EXPECT_EQ(out[i].size(), static_cast<size_t>(max_tokens[i])) << "row " << i;
         EXPECT_EQ(out[i], run_batch(*loaded.model, {prompts[i]}, max_tokens[i], bo)[0]) << "row " << i;
       }
+      // Every layer's cache is held quantized in the batch, the sliding layers' rings too
+      // (BatchQuantizedRotatingKVCache; on the fast path sliding layers keep plain caches, their
+      // window applied by the attention kernel), and a row leaves with its quantized caches.
+      BatchGenerator gen(*loaded.model, bo);
+      const RowId id = gen.insert(row_of(prompts[1], 50));
+      for (int s = 0; s < 6; ++s) gen.next();
+      auto left = gen.remove({id}, true);
+      ASSERT_EQ(left.size(), 1u);
+      int rings = 0;
+      for (const auto& c : left[0]) {
+        EXPECT_TRUE(dynamic_cast<QuantizedCache*>(c.get())) << "a layer left unquantized";
+        rings += dynamic_cast<QuantizedRotatingKVCache*>(c.get()) != nullptr;
+      }
+      if (parity) EXPECT_GT(rings, 0);
     }
   }
 }
