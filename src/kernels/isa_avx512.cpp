@@ -123,7 +123,7 @@ const VecOps& vec_ops_avx512() {
   const VecOps& a2 = vec_ops_avx2();
   static const VecOps ops{axpy512,     sumsq512,    a2.attend_group,   a2.attend_tile,   a2.sum_exp,
                           a2.silu_mul, a2.gelu_mul, a2.attend_group_h, a2.attend_tile_h, a2.to_half,
-                          a2.to_half_exact, a2.max_value, a2.delta_rule_row, dequant_row512};
+                          a2.from_half, a2.to_half_exact, a2.max_value, a2.delta_rule_row, dequant_row512};
   return ops;
 }
 

@@ -26,13 +26,18 @@ struct QAttnShape {
   bool causal;
   int group, bits;
   int window = 0;  // > 0: query l also skips keys before last(l) - window + 1
+  std::vector<int> key_start = {};  // per batch row (its left padding); empty: none
 };
 
 // n rows j0.. of (b, h) dequantized (or copied, for a float cache) into out, d floats apart.
 void dequant(const VecOps& v, const QuantKvRows& t, int bits, int group, int b, int h, int j0, int n, int d,
              float* out) {
-  if (bits == 0) {  // float32 rows: copied into the tile as they are
-    for (int j = 0; j < n; ++j) std::copy_n(t.f + b * t.wb + h * t.wh + (j0 + j) * t.wj, d, out + static_cast<long>(j) * d);
+  if (bits == 0) {  // float rows: copied into the tile as they are (float16 ones converted)
+    for (int j = 0; j < n; ++j) {
+      const long at = b * t.wb + h * t.wh + (j0 + j) * t.wj;
+      if (t.f16) v.from_half(reinterpret_cast<const uint16_t*>(t.f) + at, out + static_cast<long>(j) * d, d);
+      else std::copy_n(t.f + at, d, out + static_cast<long>(j) * d);
+    }
     return;
   }
   const long esize = t.f16 ? 2 : 4;
@@ -62,8 +67,9 @@ QuantKvRows kv_rows(const std::vector<mx::array>& in, int first, int bits, std::
   const auto& st = w.strides();
   if (st[3] != 1) throw Error("[MlxcppQuantAttention] cache rows must be contiguous");
   QuantKvRows r;
-  if (bits == 0) {
-    r.f = w.data<float>();
+  if (bits == 0) {  // float32 or float16 rows (f then points at the half bit patterns)
+    r.f = static_cast<const float*>(w.data<void>());
+    r.f16 = w.dtype() == mx::float16;
     r.wb = st[0], r.wh = st[1], r.wj = st[2];
     return r;
   }
@@ -99,7 +105,8 @@ class QuantAttentionPrimitive : public mx::UnaryPrimitive {
   bool is_equivalent(const mx::Primitive& other) const override {
     const auto* o = dynamic_cast<const QuantAttentionPrimitive*>(&other);
     return o && o->ctx_ == ctx_ && o->sh_.scale == sh_.scale && o->sh_.causal == sh_.causal &&
-           o->sh_.group == sh_.group && o->sh_.bits == sh_.bits && o->sh_.window == sh_.window;
+           o->sh_.group == sh_.group && o->sh_.bits == sh_.bits && o->sh_.window == sh_.window &&
+           o->sh_.key_start == sh_.key_start;
   }
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& inputs) override { return {inputs[0].shape()}; }
 
@@ -119,7 +126,7 @@ void QuantAttentionPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx:
     const QuantKvRows V = kv_rows(in, sh.bits == 0 ? 2 : 4, sh.bits, vs);
     const long ql = D, qh = static_cast<long>(L) * D, qb = qh * Hq;
     QuantAttentionArgs a{B, Hq, in[1].shape(1), D, L, in[1].shape(2), sh.scale, sh.causal, sh.group, sh.bits, sh.window,
-                         {}, qb, qh, ql, qb, qh, ql};
+                         sh.key_start, qb, qh, ql, qb, qh, ql};
     quant_attention_rows(*ctx, a, q, K, V, out.data<float>());
   });
 }
@@ -132,15 +139,23 @@ void quant_attention_rows(const KernelContext& ctx, const QuantAttentionArgs& a,
   const VecOps& v = vec_ops(ctx.isa());
   const int threads = ctx.threads();
   const int qblocks = L == 1 ? 1 : (L + kQBlock - 1) / kQBlock;
-  const int keys = a.window > 0 ? std::min(S, a.window) : S;  // a decode step's
-  const int sp = L == 1 ? std::max(1, std::min((4 * threads + B * Hkv - 1) / (B * Hkv), keys / kMinSlice)) : 1;
-  const int tasks = B * Hkv * qblocks * sp;
   auto last_key = [&](int l) { return a.causal ? S - L + l : S - 1; };
   auto first_key = [&](int b, int l) {
     const int start = a.key_start.empty() ? 0 : a.key_start[b];
     const int first = std::max(start, a.window > 0 ? last_key(l) - a.window + 1 : 0);
     return std::min(first, last_key(l));  // a padded query with no key of its own yet: just its own
   };
+  // A decode step splits each row's keys into slices of at least kMinSlice, at most 4 per
+  // thread: how many depends on that row's own keys only, so a row batched with others (or left
+  // padded) sums exactly as it does alone. sp: the most any row takes (tasks past a row's count
+  // are empty).
+  const int max_split = 4 * threads;
+  auto row_split = [&](int b) {
+    return L == 1 ? std::max(1, std::min(max_split, (last_key(0) - first_key(b, 0) + 1) / kMinSlice)) : 1;
+  };
+  int sp = 1;
+  for (int b = 0; b < B; ++b) sp = std::max(sp, row_split(b));
+  const int tasks = B * Hkv * qblocks * sp;
   auto qrow = [&](int b, int h, int l) { return q + b * a.qb + h * a.qh + l * a.ql; };
   auto orow = [&](int b, int h, int l) { return o_out + b * a.ob + h * a.oh + l * a.ol; };
   // Decode slices' unnormalized parts: [task][G] (o [D], m, sum).
@@ -150,9 +165,9 @@ void quant_attention_rows(const KernelContext& ctx, const QuantAttentionArgs& a,
     const int c = task % sp, qb = task / sp % qblocks, kvh = task / (sp * qblocks) % Hkv,
               b = task / (sp * qblocks * Hkv);
     const int l0 = qb * kQBlock, P = std::min(L, l0 + (L == 1 ? 1 : kQBlock)) - l0;
-    const int k0 = first_key(b, l0), span = last_key(l0 + P - 1) - k0 + 1;
-    const int lo = k0 + static_cast<int>(static_cast<long>(span) * c / sp),
-              hi = k0 + static_cast<int>(static_cast<long>(span) * (c + 1) / sp) - 1;
+    const int k0 = first_key(b, l0), span = last_key(l0 + P - 1) - k0 + 1, parts = row_split(b);
+    const int lo = c < parts ? k0 + static_cast<int>(static_cast<long>(span) * c / parts) : 1,
+              hi = c < parts ? k0 + static_cast<int>(static_cast<long>(span) * (c + 1) / parts) - 1 : 0;
     // One scratch per pool thread, reused from call to call (a decode step runs this for every
     // layer): the dequantized tiles, the queries, scores, a tile's part and the accumulators.
     thread_local std::vector<float> scratch;
@@ -261,11 +276,15 @@ void quantize_affine(const float* x, int n, int group, int bits, uint32_t* w, vo
 }
 
 std::optional<mx::array> float_kv_attention(const mx::array& queries, const mx::array& keys, const mx::array& values,
-                                            float scale, bool causal, const FastPath& fast) {
+                                            float scale, bool causal, const FastPath& fast, int window,
+                                            std::vector<int> key_start) {
   if (!use_fast(fast) || queries.dtype() != mx::float32 || queries.ndim() != 4) return std::nullopt;
+  if (!key_start.empty() && (static_cast<int>(key_start.size()) != queries.shape(0) || !causal)) return std::nullopt;
+  if (window < 0 || (window > 0 && !causal)) return std::nullopt;
   const int B = queries.shape(0), Hq = queries.shape(1), L = queries.shape(2), D = queries.shape(3);
+  if (keys.dtype() != values.dtype() || (keys.dtype() != mx::float32 && keys.dtype() != mx::float16)) return std::nullopt;
   for (const auto* t : {&keys, &values}) {
-    if (t->dtype() != mx::float32 || t->ndim() != 4 || t->shape(0) != B || t->shape(3) != D ||
+    if (t->ndim() != 4 || t->shape(0) != B || t->shape(3) != D ||
         t->strides()[3] != 1 || t->shape(1) != keys.shape(1) || t->shape(2) != keys.shape(2)) {
       return std::nullopt;
     }
@@ -274,13 +293,14 @@ std::optional<mx::array> float_kv_attention(const mx::array& queries, const mx::
   if (Hkv <= 0 || Hq % Hkv != 0 || S < L) return std::nullopt;
   return mx::array(queries.shape(), mx::float32,
                    std::make_shared<QuantAttentionPrimitive>(mx::default_stream(mx::Device::cpu), fast,
-                                                             QAttnShape{scale, causal, 0, 0, 0}),
+                                                             QAttnShape{scale, causal, 0, 0, window, std::move(key_start)}),
                    {queries, keys, values});
 }
 
 std::optional<mx::array> quantized_kv_attention(const mx::array& queries, const mx::array (&keys)[3],
                                                 const mx::array (&values)[3], float scale, bool causal, int group_size,
-                                                int bits, const FastPath& fast, int window) {
+                                                int bits, const FastPath& fast, int window, std::vector<int> key_start) {
+  if (!key_start.empty() && (static_cast<int>(key_start.size()) != queries.shape(0) || !causal)) return std::nullopt;
   if (!use_fast(fast) || queries.dtype() != mx::float32 || queries.ndim() != 4 || (bits != 2 && bits != 4 && bits != 8)) {
     return std::nullopt;
   }
@@ -298,7 +318,8 @@ std::optional<mx::array> quantized_kv_attention(const mx::array& queries, const 
   if (Hkv <= 0 || Hq % Hkv != 0 || S < L || window < 0 || (window > 0 && !causal)) return std::nullopt;
   return mx::array(queries.shape(), mx::float32,
                    std::make_shared<QuantAttentionPrimitive>(mx::default_stream(mx::Device::cpu), fast,
-                                                             QAttnShape{scale, causal, group_size, bits, window}),
+                                                             QAttnShape{scale, causal, group_size, bits, window,
+                                                                        std::move(key_start)}),
                    {queries, keys[0], keys[1], keys[2], values[0], values[1], values[2]});
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include <mlx/array.h>
 
@@ -26,8 +27,8 @@ struct QuantKvRows {
   const void* scales = nullptr;
   const void* biases = nullptr;
   long sb = 0, sh = 0, sj = 0;
-  bool f16 = false;
-  const float* f = nullptr;
+  bool f16 = false;         // scales and biases float16; with bits 0, the rows at f are
+  const float* f = nullptr;  // float16 bit patterns
 };
 struct QuantAttentionArgs {
   int batch, q_heads, kv_heads, head_dim, L;
@@ -56,19 +57,23 @@ void quantize_affine(const float* x, int n, int group, int bits, uint32_t* w, vo
 // float16) -> [B, Hq, L, D] float32: softmax(scale * q K^T) V per query head (Hq / Hkv heads
 // per kv head), query l attending keys 0..S - L + l when `causal` (with `window` > 0 only the
 // last `window` of those: a sliding-window layer whose key j sits at position j), all S
-// otherwise. nullopt where the fast path does not apply (no fast path, other dtypes or bits,
-// uneven heads, a window without causal).
+// otherwise; `key_start` (causal only; one per batch row, its left padding): row b's keys before
+// key_start[b] skipped. nullopt where the fast path does not apply (no fast path, other dtypes or
+// bits, uneven heads, a window without causal).
 std::optional<mlx::core::array> quantized_kv_attention(const mlx::core::array& queries,
                                                        const mlx::core::array (&keys)[3],
                                                        const mlx::core::array (&values)[3], float scale, bool causal,
-                                                       int group_size, int bits, const FastPath& fast, int window = 0);
+                                                       int group_size, int bits, const FastPath& fast, int window = 0,
+                                                       std::vector<int> key_start = {});
 
-// The same kernel over a plain float32 cache: keys and values [B, Hkv, S, D] (rows contiguous,
-// any batch / head / row strides: a cache's used rows as a view) read tile by tile in place of
-// the dequantized ones. What the families whose attention is not a fused block (Qwen3.5's gated
-// attention) run on the fast path instead of MLX's CPU attention.
+// The same kernel over a plain float cache: keys and values [B, Hkv, S, D], both float32 or both
+// float16 (rows contiguous, any batch / head / row strides: a cache's used rows as a view) read
+// tile by tile in place of the dequantized ones; `window` as quantized_kv_attention's. What the
+// attention that is not a fused block (Qwen3.5's gated attention, Gemma 4's KV-shared layers)
+// runs on the fast path instead of MLX's CPU attention.
 std::optional<mlx::core::array> float_kv_attention(const mlx::core::array& queries, const mlx::core::array& keys,
                                                    const mlx::core::array& values, float scale, bool causal,
-                                                   const FastPath& fast);
+                                                   const FastPath& fast, int window = 0,
+                                                   std::vector<int> key_start = {});
 
 }  // namespace mlxcpp::kernels

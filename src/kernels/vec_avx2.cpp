@@ -72,6 +72,14 @@ void to_half256(const float* x, uint16_t* y, long n) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
   for (; i < n; ++i) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
 }
+void from_half256(const uint16_t* x, float* y, long n) {
+  long i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
+  }
+  for (; i < n; ++i) y[i] = _cvtsh_ss(x[i]);
+}
+
 bool to_half_exact256(const float* x, uint16_t* y, long n) {
   __m256 same = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
   long i = 0;
@@ -457,7 +465,7 @@ const VecOps& vec_ops_avx2() {
   static const VecOps ops{axpy256<float>,         sumsq256,                  attend_group256<float>,
                           attend_tile256<float>,  sum_exp256,                silu_mul256,
                           gelu_mul256,            attend_group256<uint16_t>, attend_tile256<uint16_t>,
-                          to_half256,             to_half_exact256,          max_value256,
+                          to_half256,             from_half256,              to_half_exact256,          max_value256,
                           delta_rule_row256,      dequant_row256};
   return ops;
 }

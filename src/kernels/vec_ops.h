@@ -38,6 +38,8 @@ struct VecOps {
                         long out_stride);
   // y[i] = x[i] rounded to float16 (nearest even; MLX's astype), as bit patterns.
   void (*to_half)(const float* x, uint16_t* y, long n);
+  // y[i] = the float16 bit pattern x[i] as float32 (exact).
+  void (*from_half)(const uint16_t* x, float* y, long n);
   // to_half, and whether every y[i] converts back to exactly x[i] (a NaN never does).
   bool (*to_half_exact)(const float* x, uint16_t* y, long n);
   // The largest of n > 0 values (+0 and -0 alike), NaN if any is NaN.

@@ -33,6 +33,14 @@ void to_half(const float* x, uint16_t* y, long n) {
     std::memcpy(y + i, &h, sizeof h);
   }
 }
+void from_half(const uint16_t* x, float* y, long n) {
+  for (long i = 0; i < n; ++i) {
+    mlx::core::float16_t h;
+    std::memcpy(&h, x + i, sizeof(h));
+    y[i] = static_cast<float>(h);
+  }
+}
+
 bool to_half_exact(const float* x, uint16_t* y, long n) {
   bool exact = true;
   for (long i = 0; i < n; ++i) {
@@ -147,6 +155,7 @@ const VecOps& vec_ops_scalar() {
                           attend_group<uint16_t>,
                           attend_tile<uint16_t>,
                           to_half,
+                          from_half,
                           to_half_exact,
                           max_value,
                           delta_rule_row,

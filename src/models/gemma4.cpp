@@ -21,8 +21,10 @@
 #include <mlx/ops.h>
 
 #include "cache/batch_kv_cache.h"
+#include "cache/batch_quantized_kv_cache.h"
 #include "cache/quantized_kv_cache.h"
 #include "cache/rotating_kv_cache.h"
+#include "kernels/quant_attention.h"
 #include "models/registry.h"
 #include "nn/attention.h"
 #include "nn/embedding.h"
@@ -207,7 +209,18 @@ struct SharedKV {
   // Fast mode, a sliding layer's plain cache: the keys before this one are out of every new
   // query's window (the shared layers slice them and their mask's columns off).
   int key_start = 0;
+  // The rows' left padding where the donor's mask is causal, its window and that padding (a
+  // plain or quantized cache, single or batched without pending right padding): what our
+  // attention kernel applies itself. nullopt: another cache (the mask as it is, stock ops).
+  std::optional<std::vector<int>> padding;
 };
+
+std::optional<std::vector<int>> kernel_padding(KVCacheBase* cache) {
+  if (dynamic_cast<KVCache*>(cache) || dynamic_cast<QuantizedKVCache*>(cache)) return std::vector<int>{};
+  if (auto* b = dynamic_cast<BatchKVCache*>(cache); b && !b->pending_right_padding()) return b->left_padding();
+  if (auto* q = dynamic_cast<BatchQuantizedKVCache*>(cache); q && !q->pending_right_padding()) return q->left_padding();
+  return std::nullopt;
+}
 
 class Attention {
  public:
@@ -219,6 +232,8 @@ class Attention {
         kv_heads_(k_eq_v_ && a.global_kv_heads ? *a.global_kv_heads : a.kv_heads),
         head_dim_(full_ ? a.global_head_dim : a.head_dim),
         eps_(a.eps),
+        fast_(ctx.fast),
+        window_(full_ ? 0 : a.sliding_window),
         q_(Linear::load(ctx, p + ".q_proj", a.hidden, heads_ * head_dim_, false)),
         o_(Linear::load(ctx, p + ".o_proj", heads_ * head_dim_, a.hidden, false)),
         q_norm_(RMSNorm::load(ctx, p + ".q_norm", head_dim_, a.eps)),
@@ -264,6 +279,7 @@ class Attention {
         shared.k = k;
         shared.v = v;
       }
+      shared.padding = kernel_padding(cache);
     }
     q = rope(mx::transpose(q, {0, 2, 1, 3}), shared.offset);
     auto out = attend(q, mask, shared);
@@ -281,7 +297,25 @@ class Attention {
 
  private:
   // Scale 1 (the q/k norms stand in for it); a quantized donor's rows as mlx-lm's quantized SDPA.
-  static mx::array attend(const mx::array& q, const AttentionMask& mask, const SharedKV& kv) {
+  // Fast path, a donor mask our attention kernel knows (SharedKV::padding): the kernel over the
+  // donor's float or quantized rows, the sliding window and left padding its own (the rows span
+  // the whole history: key j at position j), in place of MLX's CPU attention.
+  mx::array attend(const mx::array& q, const AttentionMask& mask, const SharedKV& kv) const {
+    if (fast_ && kv.padding) {
+      const bool causal = mask.is_causal() || mask.is_array();
+      std::vector<int> start = causal ? *kv.padding : std::vector<int>{};
+      if (std::all_of(start.begin(), start.end(), [](int p) { return p == 0; })) start.clear();
+      std::optional<mx::array> out;
+      if (kv.quantized) {
+        const auto& [k, v] = *kv.quantized;
+        const mx::array kq[3] = {k.w, k.scales, k.biases}, vq[3] = {v.w, v.scales, v.biases};
+        out = kernels::quantized_kv_attention(q, kq, vq, 1.0f, causal, kv.group_size, kv.bits, fast_,
+                                              causal ? window_ : 0, std::move(start));
+      } else {
+        out = kernels::float_kv_attention(q, *kv.k, *kv.v, 1.0f, causal, fast_, causal ? window_ : 0, std::move(start));
+      }
+      if (out) return *out;
+    }
     if (!kv.quantized && kv.key_start > 0 && mask.is_array()) {
       // From key_start on along `axis` (keys/values [B, H, S, D]: -2; the mask [..., S]: -1).
       auto tail = [&](const mx::array& a, int axis) {
@@ -310,6 +344,8 @@ class Attention {
   bool full_, has_kv_, k_eq_v_;
   int heads_, kv_heads_, head_dim_;
   float eps_;
+  kernels::FastPath fast_;
+  int window_;  // sliding layers' window, 0 on full-attention layers
   Linear q_, o_;
   std::optional<Linear> k_, v_;
   RMSNorm q_norm_;
@@ -385,6 +421,7 @@ class Block {
       shared.v = std::move(v);
       shared.offset = offset;
       if (window_) shared.key_start = std::max(0, offset.offset - *window_ + 1);
+      shared.padding = kernel_padding(cache);
     }
     return h;
   }
