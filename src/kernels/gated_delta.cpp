@@ -33,6 +33,140 @@ const bool* read_mask(const mx::array& m, int B, int T, std::vector<uint8_t>& sc
   return reinterpret_cast<const bool*>(scratch.data());
 }
 
+// The chunked (WY) form of the recurrence, as flash-linear-attention's chunk_gated_delta_rule.
+// Within a chunk of L tokens t = 1..L from the state S0 [Dv, Dk]: G_t = sum_{s <= t} log g_s
+// (in double: differences of it stay exact to float), gamma_t = exp(G_t), and each token adds
+// d_t k_t^T to the decayed state:
+//   S_t = gamma_t S0 + sum_{j <= t} exp(G_t - G_j) d_j k_j^T,
+//   d_t = beta_t (v_t - g_t S_{t-1} k_t)
+//       = beta_t v_t - beta_t gamma_t S0 k_t - sum_{j < t} A_tj d_j,  A_tj = beta_t exp(G_t - G_j) k_t.k_j,
+// so (I + A) D = beta V - (beta gamma K) S0^T with A strictly lower triangular: D = T R with
+// T = (I + A)^-1 (forward substitution) and R = beta V - (beta gamma K) S0^T. Then
+//   y_t = S_t q_t = gamma_t S0 q_t + sum_{j <= t} exp(G_t - G_j) (q_t.k_j) d_j, i.e. Y = (gamma Q) S0^T + P D,
+//   S_L = gamma_L S0 + sum_j exp(G_L - G_j) d_j k_j^T.
+// Every decay factor is exp of a difference <= 0, never a quotient of decays. A padding token
+// takes log g = 0 and beta = 0: its d_t is 0 and it leaves the state as it was (its y_t reads
+// S_{t-1}; the per-token form's y of a padding token is as meaningless).
+constexpr int kChunk = 64;
+// Below this many tokens per call, the per-token form (decode, short chunks); see
+// BM_GatedDeltaCore in bench/micro/kernels_bench.cpp.
+constexpr int kChunkMinTokens = 16;
+// Row blocks over which the triangular products skip their zero upper part.
+constexpr int kTriBlock = 16;
+
+// One (batch row, value head): token t's q, k, v at q + t * ld etc., its y at y + t * ldy.
+struct HeadIo {
+  const float *q, *k, *v;
+  long ld;
+  float* y;
+  long ldy;
+};
+
+// Scratch of one (row, head) for a chunk: st is the state transposed ([Dk, Dv], B of the GEMMs).
+struct ChunkScratch {
+  ChunkScratch(int dk, int dv)
+      : st(static_cast<size_t>(dk) * dv), kt(static_cast<size_t>(dk) * kChunk), x(static_cast<size_t>(kChunk) * dk),
+        r(static_cast<size_t>(kChunk) * dv), d(static_cast<size_t>(kChunk) * dv), a(kChunk * kChunk),
+        p(kChunk * kChunk), t(kChunk * kChunk), g(kChunk) {}
+  std::vector<float> st, kt, x, r, d, a, p, t;
+  std::vector<double> g;
+};
+
+// C[m, n] = A[m, k] B[k, n] for the lower-triangular A or C of a chunk, by row blocks: C's
+// columns (tri_c) or A's columns (tri_a) past the block are zero and skipped.
+void tri_gemm(const VecOps& vo, int m, int n, int k, const float* a, long lda, const float* b, long ldb, float* c,
+              long ldc, bool tri_c) {
+  for (int i0 = 0; i0 < m; i0 += kTriBlock) {
+    const int mb = std::min(kTriBlock, m - i0), lim = i0 + mb;
+    for (int i = i0; i < lim; ++i) std::fill_n(c + i * ldc, n, 0.f);
+    vo.gemm_acc(mb, tri_c ? std::min(n, lim) : n, tri_c ? k : std::min(k, lim), a + i0 * lda, lda, 1, b, ldb,
+                c + i0 * ldc, ldc);
+  }
+}
+
+// Tokens t0..t0+L-1 of one head (the algebra above), w.st carried in and out.
+void delta_chunk(const VecOps& vo, const HeadIo& io, int t0, int L, const float* log_g, const float* beta,
+                 ChunkScratch& w, int Dk, int Dv) {
+  double acc = 0.0;
+  for (int t = 0; t < L; ++t) w.g[t] = acc += log_g[t0 + t];
+  const float* q = io.q + t0 * io.ld;
+  const float* k = io.k + t0 * io.ld;
+  for (int t = 0; t < L; ++t) {
+    for (int c = 0; c < Dk; ++c) w.kt[static_cast<size_t>(c) * kChunk + t] = k[t * io.ld + c];
+  }
+  // K K^T (strictly lower: A) and Q K^T (lower: P), scaled by their decays.
+  tri_gemm(vo, L, L, Dk, k, io.ld, w.kt.data(), kChunk, w.a.data(), kChunk, true);
+  tri_gemm(vo, L, L, Dk, q, io.ld, w.kt.data(), kChunk, w.p.data(), kChunk, true);
+  for (int t = 0; t < L; ++t) {
+    float* at = w.a.data() + t * kChunk;
+    float* pt = w.p.data() + t * kChunk;
+    for (int j = 0; j <= t; ++j) {
+      const float dec = std::exp(static_cast<float>(w.g[t] - w.g[j]));
+      pt[j] *= dec;
+      at[j] *= beta[t0 + t] * dec;
+    }
+    std::fill(pt + t + 1, pt + L, 0.f);  // tri_gemm's diagonal blocks filled some of it
+    // T = (I + A)^-1 row by row: T_t = e_t - sum_{j < t} A_tj T_j (T_j is zero past column j).
+    float* tt = w.t.data() + t * kChunk;
+    std::fill_n(tt, L, 0.f);
+    tt[t] = 1.f;
+    for (int j = 0; j < t; ++j) vo.axpy(-at[j], w.t.data() + j * kChunk, tt, j + 1);
+  }
+  // R = beta V - (beta gamma K) S0^T; Y = (gamma Q) S0^T.
+  for (int t = 0; t < L; ++t) {
+    const float gam = std::exp(static_cast<float>(w.g[t])), bg = beta[t0 + t] * gam;
+    for (int c = 0; c < Dk; ++c) w.x[static_cast<size_t>(t) * Dk + c] = bg * k[t * io.ld + c];
+  }
+  std::fill_n(w.r.data(), static_cast<size_t>(L) * Dv, 0.f);
+  vo.gemm_acc(L, Dv, Dk, w.x.data(), Dk, 1, w.st.data(), Dv, w.r.data(), Dv);
+  for (int t = 0; t < L; ++t) {
+    const float* vt = io.v + (t0 + t) * io.ld;
+    float* rt = w.r.data() + static_cast<size_t>(t) * Dv;
+    for (int i = 0; i < Dv; ++i) rt[i] = beta[t0 + t] * vt[i] - rt[i];
+    const float gam = std::exp(static_cast<float>(w.g[t]));
+    for (int c = 0; c < Dk; ++c) w.x[static_cast<size_t>(t) * Dk + c] = gam * q[t * io.ld + c];
+  }
+  float* y = io.y + t0 * io.ldy;
+  for (int t = 0; t < L; ++t) std::fill_n(y + t * io.ldy, Dv, 0.f);
+  vo.gemm_acc(L, Dv, Dk, w.x.data(), Dk, 1, w.st.data(), Dv, y, io.ldy);
+  // D = T R; Y += P D.
+  tri_gemm(vo, L, Dv, L, w.t.data(), kChunk, w.r.data(), Dv, w.d.data(), Dv, false);
+  for (int i0 = 0; i0 < L; i0 += kTriBlock) {
+    const int mb = std::min(kTriBlock, L - i0);
+    vo.gemm_acc(mb, Dv, i0 + mb, w.p.data() + i0 * kChunk, kChunk, 1, w.d.data(), Dv, y + i0 * io.ldy, io.ldy);
+  }
+  // S^T = gamma_L S0^T + Kd^T D, Kd's rows exp(G_L - G_j) k_j.
+  const float gam_l = std::exp(static_cast<float>(w.g[L - 1]));
+  for (auto& e : w.st) e *= gam_l;
+  for (int j = 0; j < L; ++j) {
+    const float dec = std::exp(static_cast<float>(w.g[L - 1] - w.g[j]));
+    for (int c = 0; c < Dk; ++c) w.x[static_cast<size_t>(j) * Dk + c] = dec * k[j * io.ld + c];
+  }
+  vo.gemm_acc(Dk, Dv, L, w.x.data(), 1, Dk, w.d.data(), Dv, w.st.data(), Dv);
+}
+
+// A head's S tokens chunk by chunk, its state st [Dv, Dk] updated in place. Chunks start at the
+// row's first real token (a left-padded row chunks its tokens as its unpadded run would).
+void delta_rule_chunked(const VecOps& vo, const HeadIo& io, int S, float* log_g, float* beta, const bool* mask,
+                        float* st, int Dk, int Dv) {
+  int first = 0;
+  if (mask) {
+    for (int t = 0; t < S; ++t) {
+      if (!mask[t]) log_g[t] = beta[t] = 0.f;
+    }
+    while (first < S && !mask[first]) ++first;
+  }
+  ChunkScratch w(Dk, Dv);
+  for (int i = 0; i < Dv; ++i) {
+    for (int c = 0; c < Dk; ++c) w.st[static_cast<size_t>(c) * Dv + i] = st[static_cast<size_t>(i) * Dk + c];
+  }
+  for (int t0 = 0; t0 < first; t0 += kChunk) delta_chunk(vo, io, t0, std::min(kChunk, first - t0), log_g, beta, w, Dk, Dv);
+  for (int t0 = first; t0 < S; t0 += kChunk) delta_chunk(vo, io, t0, std::min(kChunk, S - t0), log_g, beta, w, Dk, Dv);
+  for (int i = 0; i < Dv; ++i) {
+    for (int c = 0; c < Dk; ++c) st[static_cast<size_t>(i) * Dk + c] = w.st[static_cast<size_t>(c) * Dv + i];
+  }
+}
+
 // inputs: qkv, z, b, a, conv_state, state, conv_w, a_log, dt_bias, norm_w[, mask][, lengths];
 // outputs: y, conv state, state.
 class GatedDeltaCorePrimitive : public mx::Primitive {
@@ -134,22 +268,40 @@ void GatedDeltaCorePrimitive::eval_cpu(const std::vector<mx::array>& inputs, std
     float* s = out[2].data<float>();
     const long head_state = static_cast<long>(Dv) * Dk;
     std::copy_n(s0, static_cast<long>(B) * Hv * head_state, s);
+    const bool chunked = S >= kChunkMinTokens;
     ctx->pool().parallel_for(B * Hv, [&](int task) {
       const int r = task / Hv, h = task % Hv, hk = h / rep;
       float* st = s + (static_cast<long>(r) * Hv + h) * head_state;
       const float decay_rate = std::exp(a_log[h]);
+      const float* tok0 = co.data() + static_cast<size_t>(r) * S * C;
+      const bool* row_mask = mask ? mask + static_cast<size_t>(r) * S : nullptr;
+      HeadIo io{tok0 + static_cast<size_t>(hk) * Dk, tok0 + static_cast<size_t>(Hk + hk) * Dk,
+                tok0 + static_cast<size_t>(2 * Hk) * Dk + static_cast<size_t>(h) * Dv, C,
+                y + static_cast<size_t>(r) * S * Hv * Dv + static_cast<size_t>(h) * Dv, static_cast<long>(Hv) * Dv};
+      // Per token: log g = -exp(a_log) softplus(a + dt_bias) and beta = sigmoid(b).
+      std::vector<float> log_g(S), beta(S);
       for (int t = 0; t < S; ++t) {
-        const float* tok = co.data() + (static_cast<size_t>(r) * S + t) * C;
-        const float* qt = tok + static_cast<size_t>(hk) * Dk;
-        const float* kt = tok + static_cast<size_t>(Hk + hk) * Dk;
-        const float* vt = tok + static_cast<size_t>(2 * Hk) * Dk + static_cast<size_t>(h) * Dv;
         const size_t gi = (static_cast<size_t>(r) * S + t) * Hv + h;
-        const float gt = std::exp(-decay_rate * softplus(aa[gi] + dt[h]));
-        const float bt = 1.f / (1.f + std::exp(-bb[gi]));
-        const bool keep = mask == nullptr || mask[static_cast<size_t>(r) * S + t];
-        float* yt = y + (static_cast<size_t>(r) * S + t) * Hv * Dv + static_cast<size_t>(h) * Dv;
-        for (int i = 0; i < Dv; ++i) yt[i] = vo.delta_rule_row(st + static_cast<long>(i) * Dk, kt, qt, gt, vt[i], bt, Dk, keep);
-        // Qwen3NextRMSNormGated: rms_norm(y, norm_w) * silu(z).
+        log_g[t] = -decay_rate * softplus(aa[gi] + dt[h]);
+        beta[t] = 1.f / (1.f + std::exp(-bb[gi]));
+      }
+      if (chunked) {
+        delta_rule_chunked(vo, io, S, log_g.data(), beta.data(), row_mask, st, Dk, Dv);
+      } else {
+        for (int t = 0; t < S; ++t) {
+          const bool keep = row_mask == nullptr || row_mask[t];
+          const float gt = std::exp(log_g[t]);
+          const float* vt = io.v + t * io.ld;
+          float* yt = io.y + t * io.ldy;
+          for (int i = 0; i < Dv; ++i) {
+            yt[i] = vo.delta_rule_row(st + static_cast<long>(i) * Dk, io.k + t * io.ld, io.q + t * io.ld, gt, vt[i],
+                                      beta[t], Dk, keep);
+          }
+        }
+      }
+      // Qwen3NextRMSNormGated: rms_norm(y, norm_w) * silu(z).
+      for (int t = 0; t < S; ++t) {
+        float* yt = io.y + t * io.ldy;
         const float rn = 1.f / std::sqrt(vo.sum_squares(yt, Dv) / static_cast<float>(Dv) + sh.eps);
         const float* zt = z + (static_cast<size_t>(r) * S + t) * Hv * Dv + static_cast<size_t>(h) * Dv;
         for (int i = 0; i < Dv; ++i) yt[i] *= rn * nw[i];

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/avx2_traits.h"
+#include "kernels/gated_delta_gemm.h"
 #include "kernels/row_count.h"
 #include "kernels/vec_ops.h"
 
@@ -466,7 +467,7 @@ const VecOps& vec_ops_avx2() {
                           attend_tile256<float>,  sum_exp256,                silu_mul256,
                           gelu_mul256,            attend_group256<uint16_t>, attend_tile256<uint16_t>,
                           to_half256,             from_half256,              to_half_exact256,          max_value256,
-                          delta_rule_row256,      dequant_row256};
+                          delta_rule_row256,      dequant_row256,            small_gemm::gemm_acc<Avx2, 4, 2>};
   return ops;
 }
 

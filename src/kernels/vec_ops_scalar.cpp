@@ -6,6 +6,7 @@
 
 #include <mlx/types/half_types.h>
 
+#include "kernels/gated_delta_gemm.h"
 #include "kernels/scale_load.h"
 
 namespace mlxcpp::kernels {
@@ -142,6 +143,16 @@ void dequant_row(const uint8_t* packed, int bits, int d, int group, const void* 
   }
 }
 
+// One float as a "vector" for the small GEMM (left to the compiler to vectorize).
+struct Scalar {
+  using vec = float;
+  static constexpr int kLanes = 1;
+  static float set1(float v) { return v; }
+  static float load(const float* p) { return *p; }
+  static void store(float* p, float v) { *p = v; }
+  static float fma(float a, float b, float c) { return a * b + c; }
+};
+
 }  // namespace
 
 const VecOps& vec_ops_scalar() {
@@ -159,7 +170,8 @@ const VecOps& vec_ops_scalar() {
                           to_half_exact,
                           max_value,
                           delta_rule_row,
-                          dequant_row};
+                          dequant_row,
+                          small_gemm::gemm_acc<Scalar, 4, 4>};
   return ops;
 }
 

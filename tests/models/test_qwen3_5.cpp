@@ -103,30 +103,30 @@ INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, Qwen35Cache, ::testing::Values("qwen3_
                          });
 
 // The fused layer core against mlx-lm's composition (conv, SiLU, normalize_qk, compute_g, the
-// per-token ops recurrence, the gated RMSNorm): grouped heads, a padded batch with lengths, a
-// conv state and a recurrent state carried in.
-TEST(GatedDeltaCore, MatchesMlxLmComposition) {
-  const int B = 2, S = 23, Hk = 2, Hv = 4, Dk = 16, Dv = 8, K = 4, C = 2 * Hk * Dk + Hv * Dv;
+// per-token ops recurrence, the gated RMSNorm): grouped heads, a conv state and a recurrent state
+// carried in, unpadded, right-padded with lengths (row 1 after `len1` tokens) and left-padded (row
+// 1's first `pad1` tokens masked), on every ISA. S picks the per-token form (short calls) or the
+// chunked one (one partial chunk, or several and a partial last one).
+struct CoreCase {
+  int S, Dk, Dv, len1, pad1;
+};
+
+void expect_core_matches_ops(const CoreCase& cc) {
+  const int B = 2, S = cc.S, Hk = 2, Hv = 4, Dk = cc.Dk, Dv = cc.Dv, K = 4, C = 2 * Hk * Dk + Hv * Dv;
   const float eps = 1e-6f;
   auto qkv = randn({B, S, C}, 1), z = randn({B, S, Hv * Dv}, 2);
   auto b = randn({B, S, Hv}, 3), a = randn({B, S, Hv}, 4);
   auto conv_state = randn({B, K - 1, C}, 5), state = randn({B, Hv, Dv, Dk}, 6, 0.1f);
   auto conv_w = randn({C, K, 1}, 7, 0.5f), a_log = randn({Hv}, 8, 0.5f), dt_bias = randn({Hv}, 9);
   auto norm_w = mx::add(mx::array(1.f), randn({Dv}, 10, 0.2f));
-  // Row 1 is right-padded after 17 tokens (a batch prefill's lengths and mask).
-  auto lengths = mx::array({S, 17});
-  auto mask = mx::less(mx::arange(S), mx::reshape(lengths, {B, 1}));
-  for (auto isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512})
-  for (bool padded : {false, true}) {
-    if (!kernels::isa_supported(isa)) continue;
-    kernels::KernelOptions ko;
-    ko.isa = isa;
-    auto ctx = std::make_shared<const kernels::KernelContext>(ko);
-    auto m = padded ? std::optional<mx::array>(mask) : std::nullopt;
-    auto l = padded ? std::optional<mx::array>(lengths) : std::nullopt;
-    auto got = kernels::gated_delta_core(qkv, z, b, a, conv_state, state, conv_w, a_log, dt_bias, norm_w, m, l,
-                                         {Hk, Hv, Dk, Dv, K, eps}, ctx);
-    ASSERT_TRUE(got.has_value());
+  auto lengths = mx::array({S, cc.len1});
+  auto right = mx::less(mx::arange(S), mx::reshape(lengths, {B, 1}));
+  auto left = mx::greater_equal(mx::arange(S), mx::reshape(mx::array({0, cc.pad1}), {B, 1}));
+  enum Pad { kNone, kRight, kLeft };
+  for (Pad pad : {kNone, kRight, kLeft}) {
+    SCOPED_TRACE("padding " + std::to_string(pad));
+    auto m = pad == kNone ? std::nullopt : std::optional<mx::array>(pad == kRight ? right : left);
+    auto l = pad == kRight ? std::optional<mx::array>(lengths) : std::nullopt;
     // The reference, op by op as qwen3_5.py's GatedDeltaNet composes them.
     auto x = m ? mx::where(mx::expand_dims(*m, -1), qkv, mx::array(0.f)) : qkv;
     auto xin = mx::concatenate({conv_state, x}, 1);
@@ -144,22 +144,42 @@ TEST(GatedDeltaCore, MatchesMlxLmComposition) {
     auto zz = mx::reshape(z, {B, S, Hv, Dv});
     auto out = mx::multiply(mx::fast::rms_norm(y, norm_w, eps), mx::multiply(zz, mx::sigmoid(zz)));
     out = mx::reshape(out, {B, S, Hv * Dv});
-    SCOPED_TRACE(kernels::isa_name(isa));
-    EXPECT_LT(max_abs_diff((*got)[2], st), 1e-5f) << "state, padded=" << padded;
     auto keep = mx::expand_dims(m ? *m : mx::full({B, S}, true), -1);
-    EXPECT_LT(max_abs_diff(mx::where(keep, (*got)[0], mx::array(0.f)), mx::where(keep, out, mx::array(0.f))), 1e-4f)
-        << "outputs, padded=" << padded;
-    // The conv state ends at each row's length (the last K - 1 inputs without lengths).
-    for (int r = 0; r < B; ++r) {
-      const int end = padded ? (r == 0 ? S : 17) : S;
-      auto want = mx::slice(xin, {r, end, 0}, {r + 1, end + K - 1, C});
-      EXPECT_EQ(max_abs_diff(mx::slice((*got)[1], {r, 0, 0}, {r + 1, K - 1, C}), want), 0.f) << "row " << r;
+    mx::eval({out, st, keep});
+    for (auto isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512}) {
+      if (!kernels::isa_supported(isa)) continue;
+      SCOPED_TRACE(kernels::isa_name(isa));
+      kernels::KernelOptions ko;
+      ko.isa = isa;
+      auto ctx = std::make_shared<const kernels::KernelContext>(ko);
+      auto got = kernels::gated_delta_core(qkv, z, b, a, conv_state, state, conv_w, a_log, dt_bias, norm_w, m, l,
+                                           {Hk, Hv, Dk, Dv, K, eps}, ctx);
+      ASSERT_TRUE(got.has_value());
+      EXPECT_LT(max_abs_diff((*got)[2], st), 1e-5f) << "state";
+      EXPECT_LT(max_abs_diff(mx::where(keep, (*got)[0], mx::array(0.f)), mx::where(keep, out, mx::array(0.f))), 1e-4f)
+          << "outputs";
+      // The conv state ends at each row's length (the last K - 1 inputs without lengths).
+      for (int r = 0; r < B; ++r) {
+        const int end = l && r == 1 ? cc.len1 : S;
+        auto want = mx::slice(xin, {r, end, 0}, {r + 1, end + K - 1, C});
+        EXPECT_EQ(max_abs_diff(mx::slice((*got)[1], {r, 0, 0}, {r + 1, K - 1, C}), want), 0.f) << "row " << r;
+      }
     }
   }
+}
+
+TEST(GatedDeltaCore, MatchesMlxLmComposition) {
+  expect_core_matches_ops({5, 16, 8, 3, 2});     // per token
+  expect_core_matches_ops({23, 16, 8, 17, 6});   // one partial chunk
+  expect_core_matches_ops({200, 32, 24, 137, 70});  // three chunks and a partial one, vector and scalar columns
   // Not its inputs: float16 falls back to the stock composition.
+  const int Hk = 2, Hv = 4, Dk = 16, Dv = 8, K = 4, C = 2 * Hk * Dk + Hv * Dv;
   auto ctx = std::make_shared<const kernels::KernelContext>();
-  EXPECT_FALSE(kernels::gated_delta_core(mx::astype(qkv, mx::float16), z, b, a, conv_state, state, conv_w, a_log,
-                                         dt_bias, norm_w, std::nullopt, std::nullopt, {Hk, Hv, Dk, Dv, K, eps}, ctx)
+  auto b = randn({1, 3, Hv}, 3);
+  EXPECT_FALSE(kernels::gated_delta_core(mx::astype(randn({1, 3, C}, 1), mx::float16), randn({1, 3, Hv * Dv}, 2), b, b,
+                                         randn({1, K - 1, C}, 5), randn({1, Hv, Dv, Dk}, 6), randn({C, K, 1}, 7),
+                                         randn({Hv}, 8), randn({Hv}, 9), randn({Dv}, 10), std::nullopt, std::nullopt,
+                                         {Hk, Hv, Dk, Dv, K, 1e-6f}, ctx)
                    .has_value());
 }
 
