@@ -181,6 +181,6 @@ void BM_GatedDeltaCore(benchmark::State& state) {
   }
   state.counters["tok/s"] = benchmark::Counter(static_cast<double>(S) * state.iterations(), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_GatedDeltaCore)->Arg(1)->Arg(8)->Arg(16)->Arg(32)->Arg(64)->Arg(512)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_GatedDeltaCore)->Arg(1)->Arg(8)->Arg(16)->Arg(32)->Arg(64)->Arg(128)->Arg(512)->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();
