@@ -165,6 +165,21 @@ void delta_chunk(const VecOps& vo, const HeadIo& io, int t0, int L, const float*
   vo.gemm_acc(Dk, Dv, L, w.x, 1, Dk, w.r, Dv, w.st, Dv);
 }
 
+// A head's S tokens one at a time (decode, short calls), a pass over the state per token.
+void delta_rule_per_token(const VecOps& vo, const HeadIo& io, int S, const float* log_g, const float* beta,
+                          const bool* mask, float* st, int Dk, int Dv) {
+  for (int t = 0; t < S; ++t) {
+    const bool keep = mask == nullptr || mask[t];
+    const float gt = std::exp(log_g[t]);
+    const float* vt = io.v + t * io.ld;
+    float* yt = io.y + t * io.ldy;
+    for (int i = 0; i < Dv; ++i) {
+      yt[i] = vo.delta_rule_row(st + static_cast<long>(i) * Dk, io.k + t * io.ld, io.q + t * io.ld, gt, vt[i], beta[t],
+                                Dk, keep);
+    }
+  }
+}
+
 // A head's S tokens chunk by chunk, its state st [Dv, Dk] updated in place. Chunks start at the
 // row's first real token (a left-padded row chunks its tokens as its unpadded run would).
 void delta_rule_chunked(const VecOps& vo, const HeadIo& io, int S, float* log_g, float* beta, const bool* mask,
@@ -236,18 +251,15 @@ void GatedDeltaCorePrimitive::eval_cpu(const std::vector<mx::array>& inputs, std
       const auto& l = in[next];
       for (int r = 0; r < B; ++r) lengths.push_back(l.data<int32_t>()[r * l.strides()[0]]);  // may be negative
     }
-    // [conv_state | qkv (padding zeroed)] per row, then the conv + SiLU into co, q/k normed in place.
-    const int L = S + nk;
-    std::vector<float> xin(static_cast<size_t>(B) * L * C), co(static_cast<size_t>(B) * S * C);
-    for (int r = 0; r < B; ++r) {
-      float* x = xin.data() + static_cast<size_t>(r) * L * C;
-      std::copy_n(cs0 + static_cast<size_t>(r) * nk * C, static_cast<size_t>(nk) * C, x);
-      for (int t = 0; t < S; ++t) {
-        float* dst = x + static_cast<size_t>(nk + t) * C;
-        if (mask && !mask[static_cast<size_t>(r) * S + t]) std::fill(dst, dst + C, 0.f);
-        else std::copy_n(qkv + (static_cast<size_t>(r) * S + t) * C, C, dst);
-      }
-    }
+    // Row u < S + K - 1 of batch row r's [conv_state | qkv (padding zeroed)], read in place; the
+    // conv + SiLU into co (every element written), q/k normed in place.
+    const std::vector<float> zeros(static_cast<size_t>(C), 0.f);
+    auto conv_in = [&](int r, int u) -> const float* {
+      if (u < nk) return cs0 + (static_cast<size_t>(r) * nk + u) * C;
+      const size_t t = static_cast<size_t>(r) * S + (u - nk);
+      return mask && !mask[t] ? zeros.data() : qkv + t * C;
+    };
+    std::unique_ptr<float[]> co(new float[static_cast<size_t>(B) * S * C]);
     const float inv = 1.f / std::sqrt(static_cast<float>(Dk)), inv2 = inv * inv, l2_eps = 1e-6f * inv2;
     const VecOps& vo = vec_ops(ctx->isa());
     // The kernel tap by tap ([K][C]), so the conv runs along contiguous channels.
@@ -257,11 +269,10 @@ void GatedDeltaCorePrimitive::eval_cpu(const std::vector<mx::array>& inputs, std
     }
     ctx->pool().parallel_for(B * S, [&](int task) {
       const int r = task / S, t = task % S;
-      const float* x = xin.data() + static_cast<size_t>(r) * L * C + static_cast<size_t>(t) * C;
-      float* o = co.data() + (static_cast<size_t>(r) * S + t) * C;
+      float* o = co.get() + (static_cast<size_t>(r) * S + t) * C;
       std::fill(o, o + C, 0.f);
       for (int j = 0; j < K; ++j) {
-        const float* xj = x + static_cast<size_t>(j) * C;
+        const float* xj = conv_in(r, t + j);
         const float* wj = wt.data() + static_cast<size_t>(j) * C;
         for (int c = 0; c < C; ++c) o[c] += xj[c] * wj[c];
       }
@@ -276,8 +287,7 @@ void GatedDeltaCorePrimitive::eval_cpu(const std::vector<mx::array>& inputs, std
     float* cs = out[1].data<float>();
     for (int r = 0; r < B; ++r) {
       const int end = has_lengths ? std::clamp(lengths[r], 0, S) : S;
-      std::copy_n(xin.data() + (static_cast<size_t>(r) * L + end) * C, static_cast<size_t>(nk) * C,
-                  cs + static_cast<size_t>(r) * nk * C);
+      for (int i = 0; i < nk; ++i) std::copy_n(conv_in(r, end + i), C, cs + (static_cast<size_t>(r) * nk + i) * C);
     }
     float* y = out[0].data<float>();
     float* s = out[2].data<float>();
@@ -288,7 +298,7 @@ void GatedDeltaCorePrimitive::eval_cpu(const std::vector<mx::array>& inputs, std
       const int r = task / Hv, h = task % Hv, hk = h / rep;
       float* st = s + (static_cast<long>(r) * Hv + h) * head_state;
       const float decay_rate = std::exp(a_log[h]);
-      const float* tok0 = co.data() + static_cast<size_t>(r) * S * C;
+      const float* tok0 = co.get() + static_cast<size_t>(r) * S * C;
       const bool* row_mask = mask ? mask + static_cast<size_t>(r) * S : nullptr;
       HeadIo io{tok0 + static_cast<size_t>(hk) * Dk, tok0 + static_cast<size_t>(Hk + hk) * Dk,
                 tok0 + static_cast<size_t>(2 * Hk) * Dk + static_cast<size_t>(h) * Dv, C,
@@ -303,16 +313,7 @@ void GatedDeltaCorePrimitive::eval_cpu(const std::vector<mx::array>& inputs, std
       if (chunked) {
         delta_rule_chunked(vo, io, S, log_g.data(), beta.data(), row_mask, st, Dk, Dv);
       } else {
-        for (int t = 0; t < S; ++t) {
-          const bool keep = row_mask == nullptr || row_mask[t];
-          const float gt = std::exp(log_g[t]);
-          const float* vt = io.v + t * io.ld;
-          float* yt = io.y + t * io.ldy;
-          for (int i = 0; i < Dv; ++i) {
-            yt[i] = vo.delta_rule_row(st + static_cast<long>(i) * Dk, io.k + t * io.ld, io.q + t * io.ld, gt, vt[i],
-                                      beta[t], Dk, keep);
-          }
-        }
+        delta_rule_per_token(vo, io, S, log_g.data(), beta.data(), row_mask, st, Dk, Dv);
       }
       // Qwen3NextRMSNormGated: rms_norm(y, norm_w) * silu(z).
       for (int t = 0; t < S; ++t) {
