@@ -162,7 +162,8 @@ BENCHMARK(BM_AttentionDecodeCold)->ArgsProduct({{128, 512, 2048}, {2}})->Unit(be
 }  // namespace
 
 // The gated-DeltaNet layer core (kernels/gated_delta.h) at Qwen3.5-2B's shapes (16 key and value
-// heads of 128, conv kernel 4): S tokens into a fresh state (S = 512: a prefill chunk; 1: decode).
+// heads of 128, conv kernel 4): S tokens into a fresh state (S = 512: a prefill chunk; 1: decode;
+// 8 to 128 around the switch from the per-token recurrence to the chunked one at 16).
 // Reports tokens/s; a layer's projections (~100 MB of 4-bit weights per decode step at these
 // shapes) dwarf it when it is a few % of the layer.
 void BM_GatedDeltaCore(benchmark::State& state) {
