@@ -102,6 +102,65 @@ void axpy512(float a, const float* x, float* y, int n) {
 float sumsq512(const float* x, int n) { return dot512(x, x, n); }
 
 // 8-bit rows 16 elements at a time (groups are multiples of 32); other widths are AVX2's.
+// 8-bit and 4-bit rows (groups a multiple of 16) without per-row calls; 2-bit ones row by row.
+template <int Bits>
+__m512 unpack16(const uint8_t* p) {
+  if constexpr (Bits == 8) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  } else {  // 8 bytes, element 2i in byte i's low nibble, 2i + 1 in its high one
+    const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m128i lo = _mm_and_si128(b, _mm_set1_epi16(0x0F)), hi = _mm_srli_epi16(b, 4);
+    const __m128i bytes = _mm_or_si128(lo, _mm_slli_epi16(hi, 8));  // lo0 hi0 lo1 hi1 ...
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes));
+  }
+}
+
+// Group (a multiple of 16) as a template argument where it is one of the usual sizes (the inner
+// loop then unrolled), else 0 and read from `group`.
+template <int Bits, int Group>
+void dequant_rows_t(const uint8_t* packed, long packed_stride, int n, int d, int group_arg, const void* scales,
+                    const void* biases, long scale_stride, bool f16, float* out) {
+  const int group = Group ? Group : group_arg;
+  const auto* sh = static_cast<const uint16_t*>(scales);
+  const auto* bh = static_cast<const uint16_t*>(biases);
+  const auto* sf = static_cast<const float*>(scales);
+  const auto* bf = static_cast<const float*>(biases);
+  const int groups = d / group;
+  for (int j = 0; j < n; ++j) {
+    const uint8_t* src = packed + j * packed_stride;
+    float* dst = out + static_cast<long>(j) * d;
+    for (int g = 0; g < groups; ++g) {
+      const long sg = j * scale_stride + g;
+      const __m512 sv = _mm512_set1_ps(f16 ? _cvtsh_ss(sh[sg]) : sf[sg]);
+      const __m512 bv = _mm512_set1_ps(f16 ? _cvtsh_ss(bh[sg]) : bf[sg]);
+      const uint8_t* gs = src + g * group * Bits / 8;
+      float* gd = dst + g * group;
+      for (int i = 0; i < group; i += 16) _mm512_storeu_ps(gd + i, _mm512_fmadd_ps(unpack16<Bits>(gs + i * Bits / 8), sv, bv));
+    }
+  }
+}
+
+template <int Bits>
+bool dequant_rows_bits(const uint8_t* packed, long packed_stride, int n, int d, int group, const void* scales,
+                       const void* biases, long scale_stride, bool f16, float* out) {
+  switch (group) {
+    case 32: dequant_rows_t<Bits, 32>(packed, packed_stride, n, d, group, scales, biases, scale_stride, f16, out); return true;
+    case 64: dequant_rows_t<Bits, 64>(packed, packed_stride, n, d, group, scales, biases, scale_stride, f16, out); return true;
+    case 128: dequant_rows_t<Bits, 128>(packed, packed_stride, n, d, group, scales, biases, scale_stride, f16, out); return true;
+    default:
+      if (group % 16 != 0) return false;
+      dequant_rows_t<Bits, 0>(packed, packed_stride, n, d, group, scales, biases, scale_stride, f16, out);
+      return true;
+  }
+}
+
+void dequant_rows512(const uint8_t* packed, long packed_stride, int n, int bits, int d, int group, const void* scales,
+                     const void* biases, long scale_stride, bool f16, float* out) {
+  if (bits == 8 && dequant_rows_bits<8>(packed, packed_stride, n, d, group, scales, biases, scale_stride, f16, out)) return;
+  if (bits == 4 && dequant_rows_bits<4>(packed, packed_stride, n, d, group, scales, biases, scale_stride, f16, out)) return;
+  vec_ops_avx2().dequant_rows(packed, packed_stride, n, bits, d, group, scales, biases, scale_stride, f16, out);
+}
+
 void dequant_row512(const uint8_t* packed, int bits, int d, int group, const void* scales, const void* biases,
                     bool f16, float* out) {
   if (bits != 8) return vec_ops_avx2().dequant_row(packed, bits, d, group, scales, biases, f16, out);
@@ -124,7 +183,7 @@ const VecOps& vec_ops_avx512() {
   const VecOps& a2 = vec_ops_avx2();
   static const VecOps ops{axpy512,     sumsq512,    a2.attend_group,   a2.attend_tile,   a2.sum_exp,
                           a2.silu_mul, a2.gelu_mul, a2.attend_group_h, a2.attend_tile_h, a2.to_half,
-                          a2.from_half, a2.to_half_exact, a2.max_value, a2.delta_rule_row, dequant_row512,
+                          a2.from_half, a2.to_half_exact, a2.max_value, a2.delta_rule_row, dequant_row512, dequant_rows512,
                           small_gemm::gemm_acc<Avx512, 4, 4>};
   return ops;
 }

@@ -17,7 +17,7 @@ namespace mlxcpp::kernels {
 
 namespace {
 
-constexpr int kTile = 128;    // key rows dequantized at a time
+constexpr int kTile = 64;     // key rows dequantized at a time (K and V tiles fit L1 at head_dim 64)
 constexpr int kQBlock = 16;   // prompt queries a task
 constexpr int kMinSlice = 256;  // keys of a decode step's slice, at least
 
@@ -41,12 +41,10 @@ void dequant(const VecOps& v, const QuantKvRows& t, int bits, int group, int b, 
     return;
   }
   const long esize = t.f16 ? 2 : 4;
-  for (int j = 0; j < n; ++j) {
-    const auto* bytes = reinterpret_cast<const uint8_t*>(t.w + b * t.wb + h * t.wh + (j0 + j) * t.wj);
-    const long srow = (b * t.sb + h * t.sh + (j0 + j) * t.sj) * esize;
-    v.dequant_row(bytes, bits, d, group, static_cast<const std::byte*>(t.scales) + srow,
-                  static_cast<const std::byte*>(t.biases) + srow, t.f16, out + static_cast<long>(j) * d);
-  }
+  const auto* bytes = reinterpret_cast<const uint8_t*>(t.w + b * t.wb + h * t.wh + j0 * t.wj);
+  const long srow = (b * t.sb + h * t.sh + j0 * t.sj) * esize;
+  v.dequant_rows(bytes, t.wj * 4, n, bits, d, group, static_cast<const std::byte*>(t.scales) + srow,
+                 static_cast<const std::byte*>(t.biases) + srow, t.sj, t.f16, out);
 }
 
 // An online-softmax part: out unnormalized (sum_j exp(s_j - m) v_j), m, sum.

@@ -460,6 +460,15 @@ void dequant_row256(const uint8_t* packed, int bits, int d, int group, const voi
   return dequant_row_t<2>(packed, d, group, scales, biases, f16, out);
 }
 
+void dequant_rows256(const uint8_t* packed, long packed_stride, int n, int bits, int d, int group, const void* scales,
+              const void* biases, long scale_stride, bool f16, float* out) {
+  const long esize = f16 ? 2 : 4;
+  for (int j = 0; j < n; ++j) {
+    dequant_row256(packed + j * packed_stride, bits, d, group, static_cast<const char*>(scales) + j * scale_stride * esize,
+            static_cast<const char*>(biases) + j * scale_stride * esize, f16, out + static_cast<long>(j) * d);
+  }
+}
+
 }  // namespace
 
 const VecOps& vec_ops_avx2() {
@@ -467,7 +476,8 @@ const VecOps& vec_ops_avx2() {
                           attend_tile256<float>,  sum_exp256,                silu_mul256,
                           gelu_mul256,            attend_group256<uint16_t>, attend_tile256<uint16_t>,
                           to_half256,             from_half256,              to_half_exact256,          max_value256,
-                          delta_rule_row256,      dequant_row256,            small_gemm::gemm_acc<Avx2, 4, 2>};
+                          delta_rule_row256,      dequant_row256,            dequant_rows256,
+                          small_gemm::gemm_acc<Avx2, 4, 2>};
   return ops;
 }
 

@@ -53,6 +53,10 @@ struct VecOps {
   // q[i] * scale + bias (fused where the ISA has FMA).
   void (*dequant_row)(const uint8_t* packed, int bits, int d, int group, const void* scales, const void* biases,
                       bool f16, float* out);
+  // dequant_row for n rows: row j's packed bytes at packed + j * packed_stride, its scales and
+  // biases at scales / biases + j * scale_stride (elements), out rows d floats apart.
+  void (*dequant_rows)(const uint8_t* packed, long packed_stride, int n, int bits, int d, int group,
+                       const void* scales, const void* biases, long scale_stride, bool f16, float* out);
   // C[m, n] += A[m, k] B[k, n] for small float32 matrices (kernels/gated_delta_gemm.h): A(i, p) at
   // a[i * a_rs + p * a_cs], B and C rows ldb / ldc apart.
   void (*gemm_acc)(int m, int n, int k, const float* a, long a_rs, long a_cs, const float* b, long ldb, float* c,

@@ -153,6 +153,15 @@ struct Scalar {
   static float fma(float a, float b, float c) { return a * b + c; }
 };
 
+void dequant_rows(const uint8_t* packed, long packed_stride, int n, int bits, int d, int group, const void* scales,
+              const void* biases, long scale_stride, bool f16, float* out) {
+  const long esize = f16 ? 2 : 4;
+  for (int j = 0; j < n; ++j) {
+    dequant_row(packed + j * packed_stride, bits, d, group, static_cast<const char*>(scales) + j * scale_stride * esize,
+            static_cast<const char*>(biases) + j * scale_stride * esize, f16, out + static_cast<long>(j) * d);
+  }
+}
+
 }  // namespace
 
 const VecOps& vec_ops_scalar() {
@@ -171,6 +180,7 @@ const VecOps& vec_ops_scalar() {
                           max_value,
                           delta_rule_row,
                           dequant_row,
+                          dequant_rows,
                           small_gemm::gemm_acc<Scalar, 4, 4>};
   return ops;
 }
