@@ -161,21 +161,6 @@ void dequant_rows512(const uint8_t* packed, long packed_stride, int n, int bits,
   vec_ops_avx2().dequant_rows(packed, packed_stride, n, bits, d, group, scales, biases, scale_stride, f16, out);
 }
 
-void dequant_row512(const uint8_t* packed, int bits, int d, int group, const void* scales, const void* biases,
-                    bool f16, float* out) {
-  if (bits != 8) return vec_ops_avx2().dequant_row(packed, bits, d, group, scales, biases, f16, out);
-  auto at = [&](const void* p, int g) {
-    return f16 ? _cvtsh_ss(static_cast<const uint16_t*>(p)[g]) : static_cast<const float*>(p)[g];
-  };
-  for (int g = 0; g < d / group; ++g) {
-    const __m512 sv = _mm512_set1_ps(at(scales, g)), bv = _mm512_set1_ps(at(biases, g));
-    for (int i = g * group; i < (g + 1) * group; i += 16) {
-      const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed + i)));
-      _mm512_storeu_ps(out + i, _mm512_fmadd_ps(_mm512_cvtepi32_ps(q), sv, bv));
-    }
-  }
-}
-
 }  // namespace
 
 const VecOps& vec_ops_avx512() {
@@ -183,7 +168,7 @@ const VecOps& vec_ops_avx512() {
   const VecOps& a2 = vec_ops_avx2();
   static const VecOps ops{axpy512,     sumsq512,    a2.attend_group,   a2.attend_tile,   a2.sum_exp,
                           a2.silu_mul, a2.gelu_mul, a2.attend_group_h, a2.attend_tile_h, a2.to_half,
-                          a2.from_half, a2.to_half_exact, a2.max_value, a2.delta_rule_row, dequant_row512, dequant_rows512,
+                          a2.from_half, a2.to_half_exact, a2.max_value, a2.delta_rule_row, dequant_rows512,
                           small_gemm::gemm_acc<Avx512, 4, 4>};
   return ops;
 }

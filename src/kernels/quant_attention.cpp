@@ -35,8 +35,8 @@ void dequant(const VecOps& v, const QuantKvRows& t, int bits, int group, int b, 
   if (bits == 0) {  // float rows: copied into the tile as they are (float16 ones converted)
     for (int j = 0; j < n; ++j) {
       const long at = b * t.wb + h * t.wh + (j0 + j) * t.wj;
-      if (t.f16) v.from_half(reinterpret_cast<const uint16_t*>(t.f) + at, out + static_cast<long>(j) * d, d);
-      else std::copy_n(t.f + at, d, out + static_cast<long>(j) * d);
+      if (t.f16) v.from_half(static_cast<const uint16_t*>(t.f) + at, out + static_cast<long>(j) * d, d);
+      else std::copy_n(static_cast<const float*>(t.f) + at, d, out + static_cast<long>(j) * d);
     }
     return;
   }
@@ -66,7 +66,7 @@ QuantKvRows kv_rows(const std::vector<mx::array>& in, int first, int bits, std::
   if (st[3] != 1) throw Error("[MlxcppQuantAttention] cache rows must be contiguous");
   QuantKvRows r;
   if (bits == 0) {  // float32 or float16 rows (f then points at the half bit patterns)
-    r.f = static_cast<const float*>(w.data<void>());
+    r.f = w.data<void>();
     r.f16 = w.dtype() == mx::float16;
     r.wb = st[0], r.wh = st[1], r.wj = st[2];
     return r;

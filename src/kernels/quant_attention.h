@@ -27,8 +27,8 @@ struct QuantKvRows {
   const void* scales = nullptr;
   const void* biases = nullptr;
   long sb = 0, sh = 0, sj = 0;
-  bool f16 = false;         // scales and biases float16; with bits 0, the rows at f are
-  const float* f = nullptr;  // float16 bit patterns
+  bool f16 = false;          // scales and biases float16; with bits 0, the rows at f are float16
+  const void* f = nullptr;   // float rows (bits 0): float32, or float16 bit patterns with f16
 };
 struct QuantAttentionArgs {
   int batch, q_heads, kv_heads, head_dim, L;

@@ -437,36 +437,30 @@ __m256i unpack8(const uint8_t* bytes) {
 }
 
 template <int Bits>
-void dequant_row_t(const uint8_t* packed, int d, int group, const void* scales, const void* biases, bool f16,
-                   float* out) {
+void dequant_rows_t(const uint8_t* packed, long packed_stride, int n, int d, int group, const void* scales,
+                    const void* biases, long scale_stride, bool f16, float* out) {
   constexpr int per_byte = 8 / Bits;
-  auto at = [&](const void* p, int g) {
+  auto at = [&](const void* p, long g) {
     return f16 ? _cvtsh_ss(static_cast<const uint16_t*>(p)[g]) : static_cast<const float*>(p)[g];
   };
-  for (int g = 0; g < d / group; ++g) {
-    const __m256 s = _mm256_set1_ps(at(scales, g)), b = _mm256_set1_ps(at(biases, g));
-    const uint8_t* src = packed + g * group / per_byte;
-    float* dst = out + g * group;
-    for (int i = 0; i < group; i += 8) {
-      _mm256_storeu_ps(dst + i, _mm256_fmadd_ps(_mm256_cvtepi32_ps(unpack8<Bits>(src + i / per_byte)), s, b));
+  for (int j = 0; j < n; ++j) {
+    for (int g = 0; g < d / group; ++g) {
+      const long sg = j * scale_stride + g;
+      const __m256 s = _mm256_set1_ps(at(scales, sg)), b = _mm256_set1_ps(at(biases, sg));
+      const uint8_t* src = packed + j * packed_stride + g * group / per_byte;
+      float* dst = out + static_cast<long>(j) * d + g * group;
+      for (int i = 0; i < group; i += 8) {
+        _mm256_storeu_ps(dst + i, _mm256_fmadd_ps(_mm256_cvtepi32_ps(unpack8<Bits>(src + i / per_byte)), s, b));
+      }
     }
   }
 }
 
-void dequant_row256(const uint8_t* packed, int bits, int d, int group, const void* scales, const void* biases,
-                    bool f16, float* out) {
-  if (bits == 8) return dequant_row_t<8>(packed, d, group, scales, biases, f16, out);
-  if (bits == 4) return dequant_row_t<4>(packed, d, group, scales, biases, f16, out);
-  return dequant_row_t<2>(packed, d, group, scales, biases, f16, out);
-}
-
 void dequant_rows256(const uint8_t* packed, long packed_stride, int n, int bits, int d, int group, const void* scales,
-              const void* biases, long scale_stride, bool f16, float* out) {
-  const long esize = f16 ? 2 : 4;
-  for (int j = 0; j < n; ++j) {
-    dequant_row256(packed + j * packed_stride, bits, d, group, static_cast<const char*>(scales) + j * scale_stride * esize,
-            static_cast<const char*>(biases) + j * scale_stride * esize, f16, out + static_cast<long>(j) * d);
-  }
+                     const void* biases, long scale_stride, bool f16, float* out) {
+  if (bits == 8) return dequant_rows_t<8>(packed, packed_stride, n, d, group, scales, biases, scale_stride, f16, out);
+  if (bits == 4) return dequant_rows_t<4>(packed, packed_stride, n, d, group, scales, biases, scale_stride, f16, out);
+  dequant_rows_t<2>(packed, packed_stride, n, d, group, scales, biases, scale_stride, f16, out);
 }
 
 }  // namespace
@@ -476,7 +470,7 @@ const VecOps& vec_ops_avx2() {
                           attend_tile256<float>,  sum_exp256,                silu_mul256,
                           gelu_mul256,            attend_group256<uint16_t>, attend_tile256<uint16_t>,
                           to_half256,             from_half256,              to_half_exact256,          max_value256,
-                          delta_rule_row256,      dequant_row256,            dequant_rows256,
+                          delta_rule_row256,      dequant_rows256,
                           small_gemm::gemm_acc<Avx2, 4, 2>};
   return ops;
 }

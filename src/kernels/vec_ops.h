@@ -47,14 +47,12 @@ struct VecOps {
   // One row of a gated delta-rule state (n = Dk floats) for one token: delta = (v - g row.k) beta,
   // row' = g row + delta k (written back when `keep`), returns row'.q.
   float (*delta_rule_row)(float* row, const float* k, const float* q, float g, float v, float beta, int n, bool keep);
-  // One row of an affine-quantized cache (mx.quantize's packing: `bits` 2, 4 or 8, element i at
-  // bits [i * bits, (i + 1) * bits) of the little-endian bytes) of d elements, groups of
-  // `group` with their scale and bias (float32, or with f16 float16 bit patterns): out[i] =
-  // q[i] * scale + bias (fused where the ISA has FMA).
-  void (*dequant_row)(const uint8_t* packed, int bits, int d, int group, const void* scales, const void* biases,
-                      bool f16, float* out);
-  // dequant_row for n rows: row j's packed bytes at packed + j * packed_stride, its scales and
-  // biases at scales / biases + j * scale_stride (elements), out rows d floats apart.
+  // n rows of an affine-quantized cache (mx.quantize's packing: `bits` 2, 4 or 8, element i at
+  // bits [i * bits, (i + 1) * bits) of the little-endian bytes) of d elements, groups of `group`
+  // with their scale and bias (float32, or with f16 float16 bit patterns): out[j][i] = q[j][i] *
+  // scale + bias (fused where the ISA has FMA). Row j's packed bytes at packed + j *
+  // packed_stride, its scales and biases at scales / biases + j * scale_stride (elements), out
+  // rows d floats apart.
   void (*dequant_rows)(const uint8_t* packed, long packed_stride, int n, int bits, int d, int group,
                        const void* scales, const void* biases, long scale_stride, bool f16, float* out);
   // C[m, n] += A[m, k] B[k, n] for small float32 matrices (kernels/gated_delta_gemm.h): A(i, p) at

@@ -127,22 +127,6 @@ float delta_rule_row(float* row, const float* k, const float* q, float g, float 
   return out;
 }
 
-void dequant_row(const uint8_t* packed, int bits, int d, int group, const void* scales, const void* biases, bool f16,
-                 float* out) {
-  const int per_byte = 8 / bits;
-  const unsigned mask = (1u << bits) - 1;
-  auto at = [&](const void* p, int g) {
-    return f16 ? static_cast<float>(static_cast<const mlx::core::float16_t*>(p)[g]) : static_cast<const float*>(p)[g];
-  };
-  for (int g = 0; g < d / group; ++g) {
-    const float s = at(scales, g), b = at(biases, g);
-    for (int i = g * group; i < (g + 1) * group; ++i) {
-      const unsigned q = (packed[i / per_byte] >> ((i % per_byte) * bits)) & mask;
-      out[i] = static_cast<float>(q) * s + b;
-    }
-  }
-}
-
 // One float as a "vector" for the small GEMM (left to the compiler to vectorize).
 struct Scalar {
   using vec = float;
@@ -154,11 +138,22 @@ struct Scalar {
 };
 
 void dequant_rows(const uint8_t* packed, long packed_stride, int n, int bits, int d, int group, const void* scales,
-              const void* biases, long scale_stride, bool f16, float* out) {
-  const long esize = f16 ? 2 : 4;
+                  const void* biases, long scale_stride, bool f16, float* out) {
+  const int per_byte = 8 / bits;
+  const unsigned mask = (1u << bits) - 1;
+  auto at = [&](const void* p, long g) {
+    return f16 ? static_cast<float>(static_cast<const mlx::core::float16_t*>(p)[g]) : static_cast<const float*>(p)[g];
+  };
   for (int j = 0; j < n; ++j) {
-    dequant_row(packed + j * packed_stride, bits, d, group, static_cast<const char*>(scales) + j * scale_stride * esize,
-            static_cast<const char*>(biases) + j * scale_stride * esize, f16, out + static_cast<long>(j) * d);
+    const uint8_t* row = packed + j * packed_stride;
+    float* o = out + static_cast<long>(j) * d;
+    for (int g = 0; g < d / group; ++g) {
+      const float s = at(scales, j * scale_stride + g), b = at(biases, j * scale_stride + g);
+      for (int i = g * group; i < (g + 1) * group; ++i) {
+        const unsigned q = (row[i / per_byte] >> ((i % per_byte) * bits)) & mask;
+        o[i] = static_cast<float>(q) * s + b;
+      }
+    }
   }
 }
 
@@ -179,7 +174,6 @@ const VecOps& vec_ops_scalar() {
                           to_half_exact,
                           max_value,
                           delta_rule_row,
-                          dequant_row,
                           dequant_rows,
                           small_gemm::gemm_acc<Scalar, 4, 4>};
   return ops;
