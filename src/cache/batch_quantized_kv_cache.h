@@ -20,9 +20,6 @@ class BatchQuantizedKVCache final : public QuantizedPlanes<BatchKVCache>, public
   // Solo quantized caches (any may be empty; one group size and bits) as one batch.
   static std::unique_ptr<BatchQuantizedKVCache> merge(const std::vector<const QuantizedKVCache*>& caches);
 
-  int group_size() const override { return group_size_; }
-  int bits() const override { return bits_; }
-
   // The planes' take_for_update / commit_update in lockstep (a batch's rows, left padding kept).
   std::array<mlx::core::array, 6> take_for_update(int batch, int heads, int n, int dim,
                                                   mlx::core::Dtype scale_dtype) override;

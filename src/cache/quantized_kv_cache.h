@@ -44,11 +44,11 @@ class QuantizedFetch {
 };
 
 // A quantized cache the fused attention block writes itself (QuantizedKVCache,
-// BatchQuantizedKVCache), as KVCache::take_for_update / commit_update: the buffers (keys' w,
-// scales, biases, then values'), grown for n more rows as update_and_fetch_quantized would grow
-// them, handed over (the cache keeps no reference) and taken back with the n rows written;
-// exclusive() tells whether no array outside the cache shares them (then the block may write in
-// place).
+// BatchQuantizedKVCache; bits and group size are its QuantizedFetch's), as KVCache's
+// take_for_update / commit_update: the buffers (keys' w, scales, biases, then values'), grown for
+// n more rows as update_and_fetch_quantized would grow them, handed over (the cache keeps no
+// reference) and taken back with the n rows written; exclusive() tells whether no array outside
+// the cache shares them (then the block may write in place).
 class QuantizedBlockCache {
  public:
   virtual ~QuantizedBlockCache() = default;
@@ -59,8 +59,6 @@ class QuantizedBlockCache {
   virtual bool exclusive() const = 0;
   // The scales' and biases' dtype; nullopt while empty.
   virtual std::optional<mlx::core::Dtype> scale_dtype() const = 0;
-  virtual int group_size() const = 0;
-  virtual int bits() const = 0;
 };
 
 // mx.quantize of x along its last axis (RequestError where group_size does not divide it).
@@ -100,8 +98,6 @@ class QuantizedKVCache final : public QuantizedCache, public QuantizedBlockCache
 
   std::pair<QuantizedRows, QuantizedRows> update_and_fetch_quantized(const mlx::core::array& keys,
                                                                      const mlx::core::array& values) override;
-  int group_size() const override { return QuantizedCache::group_size(); }
-  int bits() const override { return QuantizedCache::bits(); }
 
   std::array<mlx::core::array, 6> take_for_update(int batch, int heads, int n, int dim,
                                                   mlx::core::Dtype scale_dtype) override;

@@ -115,7 +115,8 @@ std::optional<CoveredAttention> covered(const mx::array& x, const FusedAttention
   if (auto* qc = ref->quantized()) {
     // A new quantized cache's scales are float32, as mx.quantize of float32 keys makes them;
     // an existing one's are its own (AttentionBlockInputs checks the buffers).
-    kv_quant = kernels::KvQuantFormat{qc->bits(), qc->group_size()};
+    const auto* format = dynamic_cast<const QuantizedFetch*>(ref->base());
+    kv_quant = kernels::KvQuantFormat{format->bits(), format->group_size()};
     kv_dtype = qc->scale_dtype().value_or(mx::float32);
   } else if (ref->ragged()) {
     kv_dtype = ref->ragged()->f16() ? mx::float16 : mx::float32;
