@@ -13,8 +13,6 @@
 
 #include "cache/ragged_kv_cache.h"
 #include "core/errors.h"
-#include "cache/quantized_rotating_kv_cache.h"
-#include "cache/rotating_kv_cache.h"
 #include "generate/token_mask.h"
 #include "kernels/block_kernels.h"
 #include "kernels/ops.h"
@@ -116,12 +114,8 @@ RowId BatchGenerator::insert(BatchRow row) {
   if (row.grammar) st.matcher.emplace(grammar_matcher(*row.grammar, model_.vocab_size(), "batch"));
   st.max_tokens = row.max_tokens;
   LayerCaches cache = row.cache.empty() ? model_.make_cache() : std::move(row.cache);
-  if (const auto& q = opts_.kv_quantization) {  // every KV layer held quantized, sliding rings too
-    for (auto& c : cache) {
-      if (auto* kv = dynamic_cast<KVCache*>(c.get())) c = QuantizedKVCache::from(*kv, q->group_size, q->bits);
-      else if (auto* r = dynamic_cast<RotatingKVCache*>(c.get())) c = QuantizedRotatingKVCache::from(*r, q->group_size, q->bits);
-    }
-  }
+  // Every KV layer held quantized, sliding rings too (start 0: from the first token).
+  if (opts_.kv_quantization) maybe_quantize_kv_cache(cache, *opts_.kv_quantization);
   waiting_.push_back(Waiting{std::move(st), std::move(cache)});
   return waiting_.back().row.id;
 }

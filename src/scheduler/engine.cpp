@@ -9,8 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cache/arrays_cache.h"
-#include "cache/quantized_rotating_kv_cache.h"
-#include "cache/rotating_kv_cache.h"
+#include "cache/quantized_kv_cache.h"
 #include "core/errors.h"
 #include "generate/generator.h"
 #include "scheduler/output_pipeline.h"
@@ -382,10 +381,7 @@ std::pair<int, std::optional<KvQuantization>> Engine::kv_kind(const Request& req
   if (fit == kv_group_fits_.end()) {
     // Built, never evaluated: a layer whose head dimension the group does not divide refuses it.
     LayerCaches probe = model_.model().make_cache();
-    for (auto& c : probe) {
-      if (auto* kv = dynamic_cast<KVCache*>(c.get())) c = QuantizedKVCache::from(*kv, group, bits);
-      else if (auto* r = dynamic_cast<RotatingKVCache*>(c.get())) c = QuantizedRotatingKVCache::from(*r, group, bits);
-    }
+    maybe_quantize_kv_cache(probe, q);  // as BatchGenerator::insert holds a row's caches
     bool ok = true;
     try {
       const int token = 0;
@@ -407,22 +403,19 @@ BatchGenerator& Engine::generator(int kind, const std::optional<KvQuantization>&
     BatchOptions bo = batch_options_;
     bo.kv_quantization = q;
     bo.first_row_id = (static_cast<uint64_t>(kind) + 1) << 40;  // ids apart from the other kinds'
-    if (q) bo.ragged = 0;
     g = std::make_unique<BatchGenerator>(model_.model(), bo);
   }
   return *g;
 }
 
 void Engine::loop() {
-  const BatchOptions bo{.prefill_step_size = opts_.prefill_step_size,
+  batch_options_ = BatchOptions{.prefill_step_size = opts_.prefill_step_size,
                         .decode_prefill_step = opts_.decode_prefill_step,
                         .adaptive_prefill = true,
                         .min_adaptive_chunk = std::max(1, opts_.min_prefill_chunk),
                         .max_prefill_share = opts_.max_prefill_share,
                         .prefill_batch_size = std::max(1, std::min(opts_.prefill_batch, opts_.max_batch)),
-                        .completion_batch_size = std::max(1, opts_.max_batch),
-                        .kv_quantization = std::nullopt};
-  batch_options_ = bo;
+                        .completion_batch_size = std::max(1, opts_.max_batch)};
   for (;;) {
     std::vector<Job> admitted, expired;
     std::optional<EmbedJob> embedding;  // one per step, so running streams keep flowing

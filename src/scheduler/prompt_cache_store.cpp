@@ -94,12 +94,12 @@ struct PromptCacheStore::Impl {
   // are never negative) at depth 0; null where absent and not `create`d.
   Node* kind_root(int kind, bool create) {
     if (kind == 0) return &root;
+    if (!create) {
+      auto it = root.children.find(-kind);
+      return it == root.children.end() ? nullptr : it->second.get();
+    }
     auto& child = root.children[-kind];
     if (!child) {
-      if (!create) {
-        root.children.erase(-kind);
-        return nullptr;
-      }
       child = std::make_unique<Node>();
       child->parent = &root;
       child->token = -kind;
