@@ -113,10 +113,11 @@ std::optional<Format> format_of(ToolCallFormat f) {
     case ToolCallFormat::kLlama3Json:
       return Format{"", "{\"name\": ", ", \"parameters\": ", "}", "{\"name\""};
     case ToolCallFormat::kQwen3Coder:
-      return Format{"<tool_call>\n<function=", "", ">\n", "</function>\n</tool_call>", "<tool_call>", false, true, false};
+      return Format{.open = "<tool_call>\n<function=", .args_head = ">\n", .close = "</function>\n</tool_call>",
+                    .not_text = "<tool_call>", .quote_name = false, .xml_params = true};
     case ToolCallFormat::kGptOss:  // forced calls only: harmony's free text is a sequence of channels
-      return Format{"<|channel|>commentary to=functions.", "", " <|constrain|>json<|message|>", "<|call|>", "", false,
-                    false, true};
+      return Format{.open = "<|channel|>commentary to=functions.", .args_head = " <|constrain|>json<|message|>",
+                    .close = "<|call|>", .quote_name = false, .special_markers = true};
     default: return std::nullopt;
   }
 }
