@@ -12,7 +12,6 @@
 #include <mlx/compile.h>
 #include <mlx/ops.h>
 
-#include "cache/rotating_kv_cache.h"
 #include "models/registry.h"
 #include "nn/attention.h"
 #include "nn/embedding.h"
@@ -237,10 +236,7 @@ class Gemma3Model final : public Model {
   LayerCaches make_cache() const override {
     LayerCaches c;
     for (int i = 0; i < args_.layers; ++i) {
-      // Fast mode: plain caches everywhere; the fused block masks sliding-window layers itself
-      // (the same attention as the rotating cache's, which keeps just the window's keys).
-      if (args_.is_global(i) || fast_) c.push_back(std::make_unique<KVCache>());
-      else c.push_back(std::make_unique<RotatingKVCache>(args_.sliding_window));
+      c.push_back(layer_cache(args_.is_global(i) ? std::nullopt : std::optional(args_.sliding_window), fast_));
     }
     return c;
   }

@@ -23,7 +23,6 @@
 #include "cache/batch_kv_cache.h"
 #include "cache/batch_quantized_kv_cache.h"
 #include "cache/quantized_kv_cache.h"
-#include "cache/rotating_kv_cache.h"
 #include "kernels/quant_attention.h"
 #include "models/registry.h"
 #include "nn/attention.h"
@@ -550,11 +549,8 @@ class Gemma4Model final : public Model {
 
   LayerCaches make_cache() const override {
     LayerCaches c;
-    for (int i = 0; i < args_.first_shared(); ++i) {
-      // Fast mode: plain caches everywhere; the fused block masks sliding-window layers itself
-      // (the same attention as the rotating cache's), and shared layers read them back.
-      if (args_.full[i] || fast_) c.push_back(std::make_unique<KVCache>());
-      else c.push_back(std::make_unique<RotatingKVCache>(args_.sliding_window));
+    for (int i = 0; i < args_.first_shared(); ++i) {  // the shared layers read their donors'
+      c.push_back(layer_cache(args_.full[i] ? std::nullopt : std::optional(args_.sliding_window), fast_));
     }
     return c;
   }

@@ -6,6 +6,7 @@
 #include "cache/batch_quantized_kv_cache.h"
 #include "cache/quantized_kv_cache.h"
 #include "cache/ragged_kv_cache.h"
+#include "cache/rotating_kv_cache.h"
 
 namespace mx = mlx::core;
 
@@ -187,6 +188,11 @@ void commit_cache(const CoveredAttention& a, const kernels::AttentionBlockInputs
 }
 
 }  // namespace
+
+std::unique_ptr<KVCacheBase> layer_cache(std::optional<int> window, const kernels::FastPath& fast) {
+  if (!window || fast) return std::make_unique<KVCache>();
+  return std::make_unique<RotatingKVCache>(*window);
+}
 
 std::optional<mx::array> fused_attention_block(const mx::array& x, const FusedAttentionLayer& layer,
                                                KVCacheBase* cache, const kernels::FastPath& fast) {

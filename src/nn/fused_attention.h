@@ -5,6 +5,7 @@
 // ops when it returns nullopt (parity mode, GPU, layouts or caches not covered).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -35,6 +36,11 @@ struct FusedAttentionLayer {
   int llama4_original_max = 0;
   std::optional<mlx::core::array> v_norm = std::nullopt;  // Gemma 4: per-head v norm (ones: no scale)
 };
+
+// A layer's cache: a RotatingKVCache of `window` rows for a sliding-window layer, a KVCache
+// otherwise and on the fast path (where the fused block and the attention kernels mask the window
+// over a plain cache themselves).
+std::unique_ptr<KVCacheBase> layer_cache(std::optional<int> window, const kernels::FastPath& fast);
 
 std::optional<mlx::core::array> fused_attention_block(const mlx::core::array& x, const FusedAttentionLayer& layer,
                                                       KVCacheBase* cache, const kernels::FastPath& fast);
