@@ -2,12 +2,14 @@
 //   build/bench/micro/bench_kernels --benchmark_filter=QMatmul
 // Reports weight bytes/s (GB/s) so the number compares directly with memory bandwidth.
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 #include <mlx/mlx.h>
 
 #include "kernels/block_kernels.h"
 #include "kernels/gated_delta.h"
 #include "kernels/kernel_context.h"
 #include "kernels/qmatmul.h"
+#include "kernels/quant_attention.h"
 
 namespace mx = mlx::core;
 using namespace mlxcpp::kernels;
@@ -158,6 +160,62 @@ void BM_AttentionDecodeCold(benchmark::State& state) {
   state.SetLabel(isa_name(best_isa()));
 }
 BENCHMARK(BM_AttentionDecodeCold)->ArgsProduct({{128, 512, 2048}, {2}})->Unit(benchmark::kMicrosecond);
+
+// A decode step's attention over a float16 cache against an affine-quantized one (mx.quantize,
+// group 64, float32 scales: what --kv-bits writes on the fast path) at `ctx` positions, each
+// layer's cache from memory (30 layers visited in turn); {ctx, bits (16: float16), heads (0:
+// SmolLM2's 9 over 3 of 64, 1: Gemma 3's 4 over 1 of 256)}. Time per layer.
+void BM_AttentionDecodeKv(benchmark::State& state) {
+  const bool gemma = state.range(2) == 1;  // Gemma 3 270M's heads (4 over 1 kv head of 256), else SmolLM2's
+  const int ctx_len = state.range(0), bits = state.range(1), heads = gemma ? 4 : 9, kv_heads = gemma ? 1 : 3,
+            hd = gemma ? 256 : 64, layers = 30;
+  const int group = 64;
+  KernelContext ctx(KernelOptions{best_isa(), 2});
+  auto q = mx::random::normal({heads * hd});
+  struct Side {
+    mx::array w, s, b;
+  };
+  std::vector<Side> ks, vs;
+  for (int l = 0; l < layers; ++l) {
+    for (auto* sides : {&ks, &vs}) {
+      auto x = mx::random::normal({1, kv_heads, ctx_len, hd});
+      if (bits == 16) {
+        auto h = mx::astype(x, mx::float16);
+        mx::eval(h);
+        sides->push_back({h, h, h});
+      } else {
+        auto t = mx::quantize(x, group, bits);
+        // float32 scales, as the fast path's float32 keys give them
+        Side sd{t[0], t[1], t[2]};
+        mx::eval({sd.w, sd.s, sd.b});
+        sides->push_back(sd);
+      }
+    }
+  }
+  mx::eval(q);
+  std::vector<float> out(heads * hd);
+  auto rows = [&](const Side& sd) {
+    QuantKvRows r;
+    r.w = sd.w.data<uint32_t>();
+    r.wj = hd * bits / 32, r.wh = r.wj * ctx_len, r.wb = r.wh * kv_heads;
+    r.scales = sd.s.data<void>(), r.biases = sd.b.data<void>();
+    r.sj = hd / group, r.sh = r.sj * ctx_len, r.sb = r.sh * kv_heads;
+    r.f16 = sd.s.dtype() == mx::float16;
+    return r;
+  };
+  AttentionShape s{heads, kv_heads, hd, ctx_len, ctx_len - 1, 1, 0.125f, std::nullopt, true};
+  const long ql = static_cast<long>(heads) * hd;
+  QuantAttentionArgs a{1, heads, kv_heads, hd, 1, ctx_len, 0.125f, true, group, bits, 0, {}, ql, hd, ql, ql, hd, ql};
+  int l = 0;
+  for (auto _ : state) {
+    if (bits == 16) attention(ctx, s, q.data<float>(), ks[l].w.data<void>(), vs[l].w.data<void>(), out.data());
+    else quant_attention_rows(ctx, a, q.data<float>(), rows(ks[l]), rows(vs[l]), out.data());
+    benchmark::DoNotOptimize(out.data());
+    l = (l + 1) % layers;
+  }
+  state.SetLabel(fmt::format("{} {}", gemma ? "gemma3" : "smollm2", bits == 16 ? "f16" : fmt::format("{}-bit", bits)));
+}
+BENCHMARK(BM_AttentionDecodeKv)->ArgsProduct({{512, 4096}, {16, 8, 4}, {0, 1}})->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -288,7 +288,7 @@ std::pair<std::vector<int>, std::vector<mx::array>> BatchGenerator::step(GenBatc
   if (any_grammar) {  // after the processors: the masked logits are what the samplers see
     std::vector<const std::vector<uint32_t>*> ptrs;
     for (const auto& m : masks) ptrs.push_back(m ? &*m : nullptr);
-    logits = apply_token_masks(logits, ptrs);
+    logits = apply_token_masks(logits, ptrs, model_.fast_path());
   }
   auto fast = kernels::log_softmax(logits, model_.fast_path());
   auto logprobs = fast ? *fast : mx::subtract(logits, mx::logsumexp(logits, -1, /*keepdims=*/true));

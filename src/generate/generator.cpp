@@ -76,7 +76,7 @@ std::pair<mx::array, mx::array> Generator::sample(mx::array logits, const mx::ar
     const auto t0 = std::chrono::steady_clock::now();
     auto mask = matcher_->compute_mask();
     mask_seconds_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    logits = apply_token_mask(logits, mask);
+    logits = apply_token_mask(logits, mask, model_.fast_path());
   }
   // mlx-lm: logits - mx.logsumexp(logits, keepdims=True); fast mode: one primitive of ours.
   auto fast = kernels::log_softmax(logits, model_.fast_path());

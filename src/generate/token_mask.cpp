@@ -49,16 +49,31 @@ GrammarMatcher grammar_matcher(const Grammar& grammar, int vocab, const char* op
   return grammar.matcher();
 }
 
-mx::array apply_token_mask(const mx::array& logits, const std::vector<uint32_t>& words) {
+mx::array apply_token_mask(const mx::array& logits, const std::vector<uint32_t>& words, const kernels::FastPath& fast) {
+  if (fast && logits.ndim() == 2) return apply_token_masks(logits, std::vector(logits.shape(0), &words), fast);
   const int vocab = logits.shape(-1);
   std::vector<uint8_t> allowed(vocab);
   unpack_mask(words, vocab, allowed.data());
   return masked(logits, allowed, {vocab});
 }
 
-mx::array apply_token_masks(const mx::array& logits, const std::vector<const std::vector<uint32_t>*>& masks) {
+mx::array apply_token_masks(const mx::array& logits, const std::vector<const std::vector<uint32_t>*>& masks,
+                            const kernels::FastPath& fast) {
   const int B = logits.shape(0), vocab = logits.shape(-1);
   if (static_cast<int>(masks.size()) != B) throw Error("[token_mask] one mask (or none) per row");
+  if (fast) {  // the packed words as they are, a free row's all set
+    const int w = (vocab + 31) / 32;
+    std::vector<uint32_t> words(static_cast<size_t>(B) * w, ~0u);
+    for (int b = 0; b < B; ++b) {
+      if (!masks[b]) continue;
+      if (masks[b]->size() < static_cast<size_t>(w)) {
+        throw Error("[token_mask] a mask of " + std::to_string(masks[b]->size() * 32) + " tokens for logits of " +
+                    std::to_string(vocab));
+      }
+      std::copy_n(masks[b]->data(), w, words.data() + static_cast<size_t>(b) * w);
+    }
+    if (auto out = kernels::token_mask(logits, mx::array(words.data(), {B, w}, mx::uint32), fast)) return *out;
+  }
   std::vector<uint8_t> allowed(static_cast<size_t>(B) * vocab, 1);
   for (int b = 0; b < B; ++b) {
     if (masks[b]) unpack_mask(*masks[b], vocab, allowed.data() + static_cast<size_t>(b) * vocab);

@@ -9,16 +9,21 @@
 #include <mlx/array.h>
 
 #include "generate/logits_processors.h"
+#include "kernels/ops.h"
 #include "tokenizer/grammar.h"
 
 namespace mlxcpp {
 
 // logits [B, V]; words: bit (i % 32) of words[i / 32] allows token i (the same mask for every row).
-mlx::core::array apply_token_mask(const mlx::core::array& logits, const std::vector<uint32_t>& words);
+mlx::core::array apply_token_mask(const mlx::core::array& logits, const std::vector<uint32_t>& words,
+                                  const kernels::FastPath& fast = nullptr);
 // A matcher of `grammar` for a model whose logits are `vocab` wide; RequestError (op-tagged) when
 // the grammar's token environment is narrower.
 GrammarMatcher grammar_matcher(const Grammar& grammar, int vocab, const char* op);
-// logits [B, V] with row b masked by masks[b] (null: row b is free): one op for the batch.
-mlx::core::array apply_token_masks(const mlx::core::array& logits, const std::vector<const std::vector<uint32_t>*>& masks);
+// logits [B, V] with row b masked by masks[b] (null: row b is free): one op for the batch (our
+// TokenMaskPrimitive on the fast path, reading the packed words; stock ops in parity mode; the
+// same values either way).
+mlx::core::array apply_token_masks(const mlx::core::array& logits, const std::vector<const std::vector<uint32_t>*>& masks,
+                                   const kernels::FastPath& fast = nullptr);
 
 }  // namespace mlxcpp

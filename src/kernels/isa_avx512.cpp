@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu_features.h"
 #include "kernels/gated_delta_gemm.h"
 #include "kernels/qmatmul_simd.h"
 #include "kernels/vec_ops.h"
@@ -169,7 +170,8 @@ const VecOps& vec_ops_avx512() {
   static const VecOps ops{axpy512,     sumsq512,    a2.attend_group,   a2.attend_tile,   a2.sum_exp,
                           a2.silu_mul, a2.gelu_mul, a2.attend_group_h, a2.attend_tile_h, a2.to_half,
                           a2.from_half, a2.to_half_exact, a2.max_value, a2.delta_rule_row, dequant_rows512,
-                          small_gemm::gemm_acc<Avx512, 4, 4>};
+                          small_gemm::gemm_acc<Avx512, 4, 4>,
+                          has_avx512_vnni() ? attend_group_q512 : a2.attend_group_q};
   return ops;
 }
 

@@ -118,6 +118,15 @@ std::optional<mx::array> log_softmax(const mx::array& logits, const FastPath& fa
                    std::make_shared<LogSoftmaxPrimitive>(mx::default_stream(mx::Device::cpu), fast), {logits});
 }
 
+std::optional<mx::array> token_mask(const mx::array& logits, const mx::array& words, const FastPath& fast) {
+  if (!use_fast(fast) || logits.dtype() != mx::float32 || logits.ndim() != 2 || words.dtype() != mx::uint32 ||
+      words.ndim() != 2 || words.shape(0) != logits.shape(0) || static_cast<long>(words.shape(1)) * 32 < logits.shape(1)) {
+    return std::nullopt;
+  }
+  return mx::array(logits.shape(), mx::float32,
+                   std::make_shared<TokenMaskPrimitive>(mx::default_stream(mx::Device::cpu)), {logits, words});
+}
+
 std::optional<mx::array> argmax_last(const mx::array& x, const FastPath& fast) {
   if (!use_fast(fast) || x.dtype() != mx::float32 || x.ndim() < 1 || x.size() == 0) return std::nullopt;
   auto shape = x.shape();
@@ -441,21 +450,40 @@ std::optional<std::vector<mx::array>> decoder_stack(const mx::array& h, const st
   for (const auto& l : layers) {
     if (!attention_ok(h, l.attn) || !mlp_ok(h, l.mlp)) return std::nullopt;
   }
-  std::vector<mx::array> inputs{h};
-  auto spec = std::make_shared<DecoderStackSpec>();
-  Placer p{inputs, &spec->held};
-  std::vector<mx::Shape> shapes{h.shape()};
-  std::vector<mx::Dtype> dtypes{mx::float32};
-  int outputs = 1;
-  for (const auto& l : layers) {
-    spec->attn.push_back(add_attention(p, h, l.attn, outputs));
-    spec->mlp.push_back(add_mlp(p, l.mlp));
-    add_cache_outputs(l.attn, shapes, dtypes);
-  }
+  // MLX gives every output of a primitive its own copy of the inputs and of its siblings, so
+  // one primitive costs about outputs x (inputs + outputs) reference counts to build and to
+  // detach: with a quantized cache's six arrays a layer, 30 layers in one primitive were
+  // ~65k a step (half a millisecond). The layers go in runs of at most kMaxOutputs outputs
+  // (one run for a float cache's two arrays a layer at SmolLM2's 30 layers).
+  constexpr int kMaxOutputs = 32;
   auto s = mx::default_stream(mx::Device::cpu);
-  return mx::array::make_arrays(std::move(shapes), dtypes,
-                                std::make_shared<DecoderStackPrimitive>(s, fast, std::move(spec)),
-                                std::move(inputs));
+  std::vector<mx::array> result{h};
+  mx::array cur = h;
+  for (size_t first = 0; first < layers.size();) {
+    std::vector<mx::array> inputs{cur};
+    auto spec = std::make_shared<DecoderStackSpec>();
+    Placer p{inputs, &spec->held};
+    std::vector<mx::Shape> shapes{h.shape()};
+    std::vector<mx::Dtype> dtypes{mx::float32};
+    int outputs = 1;
+    size_t last = first;
+    for (; last < layers.size(); ++last) {
+      const auto& l = layers[last];
+      const int adds = l.attn.args.ragged ? 0 : static_cast<int>(l.attn.caches.size());
+      if (last > first && outputs + adds > kMaxOutputs) break;
+      spec->attn.push_back(add_attention(p, cur, l.attn, outputs));
+      spec->mlp.push_back(add_mlp(p, l.mlp));
+      add_cache_outputs(l.attn, shapes, dtypes);
+    }
+    auto out = mx::array::make_arrays(std::move(shapes), dtypes,
+                                      std::make_shared<DecoderStackPrimitive>(s, fast, std::move(spec)),
+                                      std::move(inputs));
+    cur = out[0];
+    result.insert(result.end(), out.begin() + 1, out.end());
+    first = last;
+  }
+  result[0] = cur;
+  return result;
 }
 
 }  // namespace mlxcpp::kernels

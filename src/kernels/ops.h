@@ -45,6 +45,11 @@ std::optional<mlx::core::array> rms_norm(const mlx::core::array& x, const mlx::c
 // logits - logsumexp(logits, -1, keepdims=True) (log-probabilities) in one primitive for float32
 // logits; nullopt where the fast path does not apply (the caller composes mlx-lm's stock ops).
 std::optional<mlx::core::array> log_softmax(const mlx::core::array& logits, const FastPath& fast);
+// logits [rows, n] float32 with the tokens not allowed by words [rows, w] uint32 (bit i % 32 of
+// word i / 32; w * 32 >= n) set to -inf, in one primitive; nullopt where the fast path does not
+// apply (the caller composes stock ops).
+std::optional<mlx::core::array> token_mask(const mlx::core::array& logits, const mlx::core::array& words,
+                                           const FastPath& fast);
 // mx::argmax(x, -1) (uint32, the last axis dropped) through ArgmaxPrimitive: float32, n > 0.
 std::optional<mlx::core::array> argmax_last(const mlx::core::array& x, const FastPath& fast);
 

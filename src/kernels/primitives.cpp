@@ -1,6 +1,9 @@
 #include "kernels/primitives.h"
 
 #include <algorithm>
+#include <limits>
+
+#include <algorithm>
 
 #include "core/errors.h"
 #include "kernels/array_access.h"
@@ -100,6 +103,39 @@ void LogSoftmaxPrimitive::eval_gpu(const std::vector<mx::array>&, mx::array&) {
 bool LogSoftmaxPrimitive::is_equivalent(const mx::Primitive& other) const {
   const auto* o = dynamic_cast<const LogSoftmaxPrimitive*>(&other);
   return o && o->ctx_ == ctx_;
+}
+
+void TokenMaskPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
+  auto& enc = begin_unary(stream(), inputs, out);
+  enc.dispatch([out = mx::array::unsafe_weak_copy(out), x = mx::array::unsafe_weak_copy(inputs[0]),
+                words = mx::array::unsafe_weak_copy(inputs[1])]() mutable {
+    std::vector<float> xs;
+    const float* in = contiguous_f32(x, xs);
+    const long n = x.shape(-1), w = words.shape(-1), rows = static_cast<long>(x.size() / n);
+    const uint32_t* bits = words.data<uint32_t>();
+    float* o = out.data<float>();
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    for (long r = 0; r < rows; ++r) {
+      const float* xr = in + r * n;
+      float* orow = o + r * n;
+      const uint32_t* wr = bits + r * w;
+      for (long i = 0; i < n; i += 32) {
+        const uint32_t word = wr[i / 32];
+        const long m = std::min<long>(32, n - i);
+        if (word == ~0u) {
+          std::copy_n(xr + i, m, orow + i);
+        } else if (word == 0u) {
+          std::fill_n(orow + i, m, kNegInf);
+        } else {
+          for (long j = 0; j < m; ++j) orow[i + j] = (word >> j) & 1u ? xr[i + j] : kNegInf;
+        }
+      }
+    }
+  });
+}
+
+void TokenMaskPrimitive::eval_gpu(const std::vector<mx::array>&, mx::array&) {
+  throw Error("[MlxcppTokenMask] CPU-only primitive built for a GPU stream");
 }
 
 void ArgmaxPrimitive::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {

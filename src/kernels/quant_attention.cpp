@@ -47,6 +47,14 @@ void dequant(const VecOps& v, const QuantKvRows& t, int bits, int group, int b, 
                  static_cast<const std::byte*>(t.biases) + srow, t.sj, t.f16, out);
 }
 
+// The packed side of the cache for (b, h), as VecOps::attend_group_q reads it.
+PackedKv packed_side(const QuantKvRows& t, int b, int h) {
+  const long esize = t.f16 ? 2 : 4;
+  return {reinterpret_cast<const uint8_t*>(t.w + b * t.wb + h * t.wh), t.wj * 4,
+          static_cast<const std::byte*>(t.scales) + (b * t.sb + h * t.sh) * esize,
+          static_cast<const std::byte*>(t.biases) + (b * t.sb + h * t.sh) * esize, t.sj, t.f16};
+}
+
 // An online-softmax part: out unnormalized (sum_j exp(s_j - m) v_j), m, sum.
 void merge_part(float* o, float& m, float& s, const float* ot, float mt, float st, int d) {
   if (st == 0.f) return;
@@ -164,8 +172,8 @@ void quant_attention_rows(const KernelContext& ctx, const QuantAttentionArgs& a,
               b = task / (sp * qblocks * Hkv);
     const int l0 = qb * kQBlock, P = std::min(L, l0 + (L == 1 ? 1 : kQBlock)) - l0;
     const int k0 = first_key(b, l0), span = last_key(l0 + P - 1) - k0 + 1, parts = row_split(b);
-    const int lo = c < parts ? k0 + static_cast<int>(static_cast<long>(span) * c / parts) : 1,
-              hi = c < parts ? k0 + static_cast<int>(static_cast<long>(span) * (c + 1) / parts) - 1 : 0;
+    const int lo = c < parts ? k0 + static_cast<int>(static_cast<long>(span) * c / parts) : 1;
+    int hi = c < parts ? k0 + static_cast<int>(static_cast<long>(span) * (c + 1) / parts) - 1 : 0;
     // One scratch per pool thread, reused from call to call (a decode step runs this for every
     // layer): the dequantized tiles, the queries, scores, a tile's part and the accumulators.
     thread_local std::vector<float> scratch;
@@ -183,6 +191,20 @@ void quant_attention_rows(const KernelContext& ctx, const QuantAttentionArgs& a,
     std::fill(acc_o, acc_o + rows * D, 0.f);
     std::fill(acc_m, acc_m + rows, -INFINITY);
     std::fill(acc_s, acc_s + rows, 0.f);
+    if (L == 1 && a.bits != 0 && v.attend_group_q && lo <= hi) {  // a decode slice read as packed
+      thread_local std::vector<float> packed_scratch;
+      const int n = hi - lo + 1;
+      packed_scratch.resize(packed_scratch_floats(G, n, D, a.group));
+      const PackedKv pk = packed_side(K, b, kvh), pv = packed_side(V, b, kvh);
+      for (int g = 0; g < G; ++g) std::copy_n(qrow(b, kvh * G + g, l0), D, qg + static_cast<long>(g) * D);
+      if (v.attend_group_q(qg, G, pk, pv, a.bits, a.group, D, lo, hi, a.scale, packed_scratch.data(), tile_o,
+                           tile_ms)) {
+        for (int g = 0; g < G; ++g)
+          merge_part(acc_o + static_cast<long>(g) * D, acc_m[g], acc_s[g], tile_o + static_cast<long>(g) * D,
+                     tile_ms[2 * g], tile_ms[2 * g + 1], D);
+        hi = lo - 1;  // done: no tiles below
+      }
+    }
     for (int t0 = lo; t0 <= hi; t0 += kTile) {
       const int n = std::min(kTile, hi - t0 + 1);
       dequant(v, K, a.bits, a.group, b, kvh, t0, n, D, kf);

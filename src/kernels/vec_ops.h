@@ -7,6 +7,18 @@
 
 namespace mlxcpp::kernels {
 
+// One side (keys or values) of an affine-quantized cache for one kv head, as mx.quantize packs
+// it: row j's bytes at w + j * w_stride, its groups' scales and biases (float32, or float16 bit
+// patterns with f16) at j * s_stride.
+struct PackedKv {
+  const uint8_t* w;
+  long w_stride;
+  const void* scales;
+  const void* biases;
+  long s_stride;
+  bool f16;
+};
+
 struct VecOps {
   void (*axpy)(float a, const float* x, float* y, int n);  // y += a * x
   float (*sum_squares)(const float* x, int n);
@@ -59,6 +71,12 @@ struct VecOps {
   // a[i * a_rs + p * a_cs], B and C rows ldb / ldc apart.
   void (*gemm_acc)(int m, int n, int k, const float* a, long a_rs, long a_cs, const float* b, long ldb, float* c,
                    long ldc);
+  // attend_group over the key and value rows first..last of a quantized cache read as packed
+  // (`bits` bits, groups of `group`): the same result up to rounding, without a dequantized
+  // copy. scratch: packed_scratch_floats(G, n, hd, group) floats (n = last - first + 1). false
+  // where the ISA has no such kernel for these bits / group (nullptr: none at all).
+  bool (*attend_group_q)(const float* q, int G, const PackedKv& k, const PackedKv& v, int bits, int group, int hd,
+                         int first, int last, float scale, float* scratch, float* out, float* part);
 
 };
 
@@ -66,5 +84,19 @@ const VecOps& vec_ops(Isa isa);
 const VecOps& vec_ops_scalar();
 const VecOps& vec_ops_avx2();
 const VecOps& vec_ops_avx512();
+
+// The scratch VecOps::attend_group_q needs for G query rows over n keys.
+inline long packed_scratch_floats(int G, int n, int hd, int group) {
+  return static_cast<long>(G) * (n + hd / group + hd + 1) + 4L * n + 8;
+}
+
+// The AVX2 and AVX-512 VNNI VecOps::attend_group_q (kernels/attend_packed_avx2.cpp, _avx512.cpp)
+// and the AVX2 softmax numerators they share (scores[j] = exp(scores[j] - max) in place; returns
+// their sum, the max in *max_out).
+bool attend_group_q512(const float* q, int G, const PackedKv& k, const PackedKv& v, int bits, int group, int hd,
+                       int first, int last, float scale, float* scratch, float* out, float* part);
+float softmax_numerators256(float* scores, int n, float* max_out);
+bool attend_group_q256(const float* q, int G, const PackedKv& k, const PackedKv& v, int bits, int group, int hd,
+                       int first, int last, float scale, float* scratch, float* out, float* part);
 
 }  // namespace mlxcpp::kernels

@@ -175,7 +175,8 @@ const VecOps& vec_ops_scalar() {
                           max_value,
                           delta_rule_row,
                           dequant_rows,
-                          small_gemm::gemm_acc<Scalar, 4, 4>};
+                          small_gemm::gemm_acc<Scalar, 4, 4>,
+                          nullptr};
   return ops;
 }
 

@@ -8,12 +8,14 @@
 #include <regex>
 
 #include <mlx/mlx.h>
+#include <mlx/primitives.h>
 
 #include "core/errors.h"
 #include "generate/batch_generator.h"
 #include "generate/stream_generate.h"
 #include "generate/token_mask.h"
 #include "golden_model.h"
+#include "kernels/kernel_context.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -54,6 +56,32 @@ TEST(TokenMask, BatchMasksEqualRowByRow) {
   auto want = mx::concatenate({apply_token_mask(row(0), m0), row(1), apply_token_mask(row(2), m2)}, 0);
   EXPECT_TRUE(mx::array_equal(got, want, /*equal_nan=*/false).item<bool>());
   EXPECT_THROW(apply_token_masks(logits, {&m0, nullptr}), Error);  // one per row
+}
+
+// The fast path's one primitive (MlxcppTokenMask, reading the packed words) gives the stock
+// composition's values exactly: random words with all-clear and all-set ones among them, a
+// partial last word, a free row; a mask narrower than the logits is refused.
+TEST(TokenMask, FastPathPrimitiveEqualsStockOps) {
+  const int V = 1000, B = 4;
+  auto fast = std::make_shared<const kernels::KernelContext>();
+  auto logits = mx::random::normal({B, V}, mx::float32, mx::random::key(5));
+  std::vector<std::vector<uint32_t>> m(B);
+  uint32_t x = 12345;
+  for (int b = 0; b < B; ++b) {
+    for (int i = 0; i < (V + 31) / 32; ++i) {
+      x = x * 1664525u + 1013904223u;
+      m[b].push_back(i % 5 == 0 ? 0u : i % 5 == 1 ? ~0u : x);
+    }
+  }
+  auto got = apply_token_masks(logits, {&m[0], nullptr, &m[2], &m[3]}, fast);
+  auto want = apply_token_masks(logits, {&m[0], nullptr, &m[2], &m[3]});
+  EXPECT_STREQ(got.primitive().name(), "MlxcppTokenMask");
+  EXPECT_TRUE(mx::array_equal(got, want, /*equal_nan=*/false).item<bool>());
+  auto one = apply_token_mask(logits, m[1], fast);
+  EXPECT_STREQ(one.primitive().name(), "MlxcppTokenMask");
+  EXPECT_TRUE(mx::array_equal(one, apply_token_mask(logits, m[1]), false).item<bool>());
+  const std::vector<uint32_t> narrow(V / 32 - 1, ~0u);
+  EXPECT_THROW(apply_token_masks(logits, {&narrow, nullptr, nullptr, nullptr}, fast), Error);
 }
 
 TEST(TokenMask, EverySamplerDrawsOnlyAllowedTokens) {

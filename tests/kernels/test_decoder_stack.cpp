@@ -2,9 +2,11 @@
 // one block primitive at a time (attention_block, then mlp_block): the same kernels in the same
 // order, so hidden states and caches must agree exactly. Llama-like layers (SwiGLU, rope, GQA)
 // and Gemma-like ones (q/k norms, post-norms, GeGLU, sliding window), decode and prompt rows,
-// two sequences, caches updated in place or copied, weights held or taken as inputs.
+// two sequences, caches updated in place or copied, weights held or taken as inputs, stacks
+// deep enough to go in several runs.
 #include <gtest/gtest.h>
 #include <mlx/mlx.h>
+#include <mlx/primitives.h>
 
 #include <cmath>
 
@@ -107,13 +109,14 @@ struct Case {
   bool gemma;
   int batch, L, offset;
   bool exclusive;
+  int layers = 3;
 };
 
 class DecoderStack : public ::testing::TestWithParam<Case> {};
 
 TEST_P(DecoderStack, EqualsTheBlocksOneByOne) {
   const auto c = GetParam();
-  const int layers = 3;
+  const int layers = c.layers;
   auto fast = std::make_shared<const KernelContext>();
   std::vector<LayerWeights> w;
   for (int i = 0; i < layers; ++i) w.push_back(layer(i, c.gemma));
@@ -148,8 +151,11 @@ TEST_P(DecoderStack, EqualsTheBlocksOneByOne) {
   auto out = decoder_stack(h, in, fast);
   ASSERT_TRUE(out);
   ASSERT_EQ(out->size(), 1u + 2 * layers);
-  // Evaluated weights are held by the primitive: its inputs are h and the caches.
-  EXPECT_EQ((*out)[0].inputs().size(), 1u + 2 * layers);
+  // Evaluated weights are held by the primitive: its inputs are h and the caches. Past 31
+  // outputs the layers go in runs of 15 (two caches each), each run's h the next one's input.
+  const int last_run = layers <= 15 ? layers : (layers - 1) % 15 + 1;
+  EXPECT_EQ((*out)[0].inputs().size(), 1u + 2 * last_run);
+  if (layers > 15) EXPECT_STREQ((*out)[0].inputs()[0].primitive().name(), "MlxcppDecoderStack");
   const auto copies_before = fast->cache_copies();
   mx::eval(*out);
   EXPECT_EQ(fast->cache_copies() - copies_before, c.exclusive ? 0 : 2 * layers);
@@ -162,7 +168,8 @@ TEST_P(DecoderStack, EqualsTheBlocksOneByOne) {
 INSTANTIATE_TEST_SUITE_P(Layers, DecoderStack,
                          ::testing::Values(Case{false, 1, 1, 5, true}, Case{false, 1, 6, 0, true},
                                            Case{false, 2, 1, 7, false}, Case{true, 1, 1, 9, true},
-                                           Case{true, 2, 4, 3, false}, Case{true, 1, 7, 0, true}));
+                                           Case{true, 2, 4, 3, false}, Case{true, 1, 7, 0, true},
+                                           Case{false, 1, 1, 5, true, 20}, Case{true, 2, 3, 4, false, 31}));
 
 // A weight not evaluated yet is an input (so MLX computes it first); the result is the same.
 TEST(DecoderStackInputs, LazyWeightsAreInputs) {
