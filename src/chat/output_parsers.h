@@ -60,14 +60,15 @@ enum class ToolCallFormat {
   kHermes,      // <tool_call>{"name": ..., "arguments": {...}}</tool_call>  (Hermes, Qwen2.5/3)
   kQwen3Coder,  // <tool_call><function=NAME><parameter=P>value</parameter></function></tool_call>
   kLlama3Json,  // {"name": ..., "parameters": {...}} (optionally after <|python_tag|>)
-  kMistral,     // [TOOL_CALLS][{"name": ..., "arguments": {...}}] or [TOOL_CALLS]name[ARGS]{...}
+  kMistral,     // [TOOL_CALLS]name[ARGS]{...} (also reads the JSON array form below)
+  kMistralJson,  // [TOOL_CALLS][{"name": ..., "arguments": {...}}] (Mistral Nemo / Small 3.1: no [ARGS])
   kGemma,       // FunctionGemma: <start_function_call>call:NAME{k:<escape>v<escape>,...}<end_function_call>
   kGemma4,      // Gemma 4: <|tool_call>call:NAME{k:<|"|>v<|"|>,...}<tool_call|>
   kGptOss,      // harmony channels: <|channel|>commentary to=functions.NAME ... <|message|>{...}<|call|>
 };
 
 const char* to_string(ToolCallFormat f);
-// "hermes", "qwen3_coder", "llama3_json", "mistral", "gemma", "gemma4", "gpt_oss", "none"; also
+// "hermes", "qwen3_coder", "llama3_json", "mistral", "mistral_json", "gemma", "gemma4", "gpt_oss", "none"; also
 // mlx-lm's tool_parser_type names ("json_tools", "function_gemma"); nullopt if unknown.
 std::optional<ToolCallFormat> tool_call_format_from_string(std::string_view name);
 // The format the chat template (and vocabulary) teaches; kNone when it teaches none. As mlx-lm's

@@ -16,6 +16,7 @@ const char* to_string(ToolCallFormat f) {
     case ToolCallFormat::kQwen3Coder: return "qwen3_coder";
     case ToolCallFormat::kLlama3Json: return "llama3_json";
     case ToolCallFormat::kMistral: return "mistral";
+    case ToolCallFormat::kMistralJson: return "mistral_json";
     case ToolCallFormat::kGemma: return "gemma";
     case ToolCallFormat::kGemma4: return "gemma4";
     case ToolCallFormat::kGptOss: return "gpt_oss";
@@ -28,6 +29,7 @@ std::optional<ToolCallFormat> tool_call_format_from_string(std::string_view name
       {"none", ToolCallFormat::kNone},           {"hermes", ToolCallFormat::kHermes},
       {"json_tools", ToolCallFormat::kHermes},   {"qwen3_coder", ToolCallFormat::kQwen3Coder},
       {"llama3_json", ToolCallFormat::kLlama3Json}, {"mistral", ToolCallFormat::kMistral},
+      {"mistral_json", ToolCallFormat::kMistralJson},
       {"gemma", ToolCallFormat::kGemma},         {"function_gemma", ToolCallFormat::kGemma},
       {"gemma4", ToolCallFormat::kGemma4},       {"gpt_oss", ToolCallFormat::kGptOss},
   };
@@ -52,7 +54,9 @@ std::optional<ToolCallFormat> from_template(const std::string& t) {
   if (has("<tool_call>\\n<function=") || has("<tool_call>\n<function=")) return F::kQwen3Coder;
   if (has("<|tool_calls_section_begin|>")) return F::kNone;
   if (has("<function name=\"") && has("<param name=\"")) return F::kNone;
-  if (has("[TOOL_CALLS]")) return F::kMistral;
+  // mlx-lm's "mistral" for both; the JSON array form where the template has no [ARGS] (its
+  // parser reads either; the form matters for a forced call's text and grammar).
+  if (has("[TOOL_CALLS]")) return has("[ARGS]") ? F::kMistral : F::kMistralJson;
   if (has("<atem:function_calls>")) return F::kNone;
   if (has("<tool_call>") && has("tool_call.name")) return F::kHermes;
   // Beyond mlx-lm: harmony and Llama 3.1's JSON calls.
@@ -96,7 +100,8 @@ std::unique_ptr<ToolCallParser> make_tool_call_parser(ToolCallFormat f, std::str
     case ToolCallFormat::kHermes: return detail::make_hermes_parser(std::move(id_prefix));
     case ToolCallFormat::kQwen3Coder: return detail::make_qwen3_coder_parser(std::move(id_prefix), std::move(tools));
     case ToolCallFormat::kLlama3Json: return detail::make_llama3_json_parser(std::move(id_prefix));
-    case ToolCallFormat::kMistral: return detail::make_mistral_parser(std::move(id_prefix));
+    case ToolCallFormat::kMistral:
+    case ToolCallFormat::kMistralJson: return detail::make_mistral_parser(std::move(id_prefix));
     case ToolCallFormat::kGemma: return detail::make_gemma_parser(std::move(id_prefix), false);
     case ToolCallFormat::kGemma4: return detail::make_gemma_parser(std::move(id_prefix), true);
     case ToolCallFormat::kGptOss: return detail::make_gpt_oss_parser(std::move(id_prefix));
@@ -114,6 +119,8 @@ std::string forced_tool_call_prefix(ToolCallFormat f, const std::string& name) {
     case ToolCallFormat::kQwen3Coder: return "<tool_call>\n<function=" + (any ? "" : name + ">\n");
     case ToolCallFormat::kLlama3Json: return any ? "{\"name\": \"" : "{\"name\": " + quoted + ", \"parameters\": ";
     case ToolCallFormat::kMistral: return "[TOOL_CALLS]" + (any ? "" : name + "[ARGS]");
+    case ToolCallFormat::kMistralJson:
+      return any ? "[TOOL_CALLS][" : "[TOOL_CALLS][{\"name\": " + quoted + ", \"arguments\": ";
     case ToolCallFormat::kGemma: return "<start_function_call>call:" + (any ? "" : name + "{");
     case ToolCallFormat::kGemma4: return "<|tool_call>call:" + (any ? "" : name + "{");
     case ToolCallFormat::kGptOss:

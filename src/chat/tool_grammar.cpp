@@ -49,6 +49,9 @@ struct Format {
   bool xml_params = false; // Qwen3-Coder: <parameter=P>\nVALUE\n</parameter>\n per argument, not JSON
   // Its <|...|> markers are special tokens (gpt-oss harmony), matched as tokens, not text.
   bool special_markers = false;
+  // Markers matched as the vocabulary's special token of that text where it has one (Mistral's
+  // [TOOL_CALLS] and [ARGS]; as text in a vocabulary without them).
+  std::vector<std::string> special_texts = {};
 };
 
 // Qwen3-Coder's arguments (mlx-lm qwen3_coder.py reads them): one
@@ -115,6 +118,12 @@ std::optional<Format> format_of(ToolCallFormat f) {
     case ToolCallFormat::kQwen3Coder:
       return Format{.open = "<tool_call>\n<function=", .args_head = ">\n", .close = "</function>\n</tool_call>",
                     .not_text = "<tool_call>", .quote_name = false, .xml_params = true};
+    case ToolCallFormat::kMistral:
+      return Format{.open = "[TOOL_CALLS]", .args_head = "[ARGS]", .not_text = "[TOOL_CALLS]", .quote_name = false,
+                    .special_texts = {"[TOOL_CALLS]", "[ARGS]"}};
+    case ToolCallFormat::kMistralJson:
+      return Format{.open = "[TOOL_CALLS][", .name_head = "{\"name\": ", .args_head = ", \"arguments\": ",
+                    .close = "}]", .not_text = "[TOOL_CALLS]", .special_texts = {"[TOOL_CALLS]"}};
     case ToolCallFormat::kGptOss:  // forced calls only: harmony's free text is a sequence of channels
       return Format{.open = "<|channel|>commentary to=functions.", .args_head = " <|constrain|>json<|message|>",
                     .close = "<|call|>", .quote_name = false, .special_markers = true};
@@ -122,23 +131,43 @@ std::optional<Format> format_of(ToolCallFormat f) {
   }
 }
 
-// `text` as a Lark sequence: literals, and with `special` each <|name|> marker as the special
-// token it is (llguidance's <|name|> syntax).
-std::string lark_seq(const std::string& text, bool special) {
-  if (!special) return text.empty() ? "" : lit(text);
+// The Lark item of a special token's text: <[id]> where the vocabulary has it as one token.
+std::optional<std::string> special_item(const std::string& text, const Tokenizer* tok) {
+  if (!tok) return std::nullopt;
+  auto id = tok->token_to_id(text);
+  if (!id) return std::nullopt;
+  return fmt::format("<[{}]>", *id);
+}
+
+// `text` as a Lark sequence: literals, and with f.special_markers each <|name|> marker as the
+// special token it is (llguidance's <|name|> syntax), each of f.special_texts as its token.
+std::string lark_seq(const std::string& text, const Format& f, const Tokenizer* tok) {
+  if (!f.special_markers && f.special_texts.empty()) return text.empty() ? "" : lit(text);
   std::string out;
   auto add = [&](const std::string& item) { out += (out.empty() ? "" : " ") + item; };
   size_t pos = 0;
   while (pos < text.size()) {
-    const size_t open = text.find("<|", pos);
-    const size_t close = open == std::string::npos ? open : text.find("|>", open + 2);
-    if (close == std::string::npos) {
+    // The next marker: <|...|> (special_markers) or one of special_texts.
+    size_t open = std::string::npos, len = 0;
+    std::string item;
+    if (f.special_markers) {
+      open = text.find("<|", pos);
+      const size_t close = open == std::string::npos ? open : text.find("|>", open + 2);
+      if (close == std::string::npos) open = std::string::npos;
+      else len = close + 2 - open, item = text.substr(open, len);
+    }
+    for (const auto& t : f.special_texts) {
+      const size_t at = text.find(t, pos);
+      auto sp = special_item(t, tok);
+      if (at != std::string::npos && sp && (open == std::string::npos || at < open)) open = at, len = t.size(), item = *sp;
+    }
+    if (open == std::string::npos) {
       add(lit(text.substr(pos)));
       break;
     }
     if (open > pos) add(lit(text.substr(pos, open - pos)));
-    add(text.substr(open, close + 2 - open));
-    pos = close + 2;
+    add(item);
+    pos = open + len;
   }
   return out;
 }
@@ -146,7 +175,7 @@ std::string lark_seq(const std::string& text, bool special) {
 }  // namespace
 
 std::optional<GrammarSpec> tool_call_grammar(ToolCallFormat format, const std::vector<ojson>& functions,
-                                             const std::string& choice) {
+                                             const std::string& choice, const Tokenizer* tok) {
   auto f = format_of(format);
   if (!f || functions.empty()) return std::nullopt;
   const bool any_strict = std::any_of(functions.begin(), functions.end(), [](const ojson& fn) {
@@ -166,15 +195,19 @@ std::optional<GrammarSpec> tool_call_grammar(ToolCallFormat format, const std::v
     const std::string shown = f->quote_name ? nlohmann::json(name).dump() : name;
     const std::string head = f->open + f->name_head + shown + f->args_head;
     if (head.compare(0, prefix.size(), prefix) != 0) return std::nullopt;  // the prefix is not this format's
-    const std::string rest = lark_seq(head.substr(prefix.size()), f->special_markers);
+    const std::string rest = lark_seq(head.substr(prefix.size()), *f, tok);
     rules += f->xml_params ? xml_args_rules(fn, i) : fmt::format("args_{}: {}\n", i, args_rule(fn));
     alts += fmt::format("{}{}args_{} {}", alts.empty() ? "" : " | ", rest.empty() ? "" : rest + " ", i,
-                        lark_seq(f->close, f->special_markers));
+                        lark_seq(f->close, *f, tok));
     ++i;
   }
   if (i == 0) return std::nullopt;
   std::string g;
-  if (choice == "auto") {
+  const auto trigger = choice == "auto" ? special_item(f->not_text, tok) : std::nullopt;
+  if (trigger && std::find(f->special_texts.begin(), f->special_texts.end(), f->not_text) != f->special_texts.end()) {
+    // A call opens with a special token, which text never holds: any text, then calls.
+    g = fmt::format("start: TEXT? ({} fn)*\nTEXT: /(.|\\n)+/\n", *trigger);
+  } else if (choice == "auto") {
     // Free text that never holds the trigger (TEXT), or text up to its first trigger (OPEN: one
     // lexeme, so the lexer ends it exactly there) and then calls, one after another.
     const std::string t = regex_escape(f->not_text);

@@ -195,7 +195,7 @@ PreparedCall render_chat(const sched::ServedModel& m, const ChatCall& call) {
       p.prompt_text += out.forced_prefix;
       out.starts_in_reasoning = false;
     }
-    p.tool_grammar = tool_call_grammar(m.tool_format, out.tools, call.tool_choice);
+    p.tool_grammar = tool_call_grammar(m.tool_format, out.tools, call.tool_choice, &m.tokenizer);
   }
   auto ids = m.tokenizer.encode(p.prompt_text, false);
   p.request.prompt.assign(ids.begin(), ids.end());

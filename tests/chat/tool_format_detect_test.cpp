@@ -103,6 +103,7 @@ TEST(ToolFormatDetect, TemplateExcerpts) {
   EXPECT_EQ(detect("{{- '<tool_call>\\n<function=' + tool_call.name + '>\\n' }}"), "qwen3_coder");
   EXPECT_EQ(detect("{{ '<tool_call>\\n{\"name\": \"' }}{{ tool_call.name }}"), "hermes");
   EXPECT_EQ(detect("{{ '[TOOL_CALLS]' + tool.function.name + '[ARGS]' }}"), "mistral");
+  EXPECT_EQ(detect("{{- \"[TOOL_CALLS][\" }}{%- for tool_call in tool_calls %}{{ tool_call.function|tojson }}"), "mistral_json");
   EXPECT_EQ(detect("<start_function_call>call:{{ name }}"), "gemma");
   EXPECT_EQ(detect("<|tool_call>call:{{ name }}<tool_call|>"), "gemma4");
   EXPECT_EQ(detect("Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name and its value}."),
@@ -117,7 +118,7 @@ TEST(ToolFormatDetect, TemplateExcerpts) {
 
 TEST(ToolFormatNames, RoundTripAndAliases) {
   for (auto f : {ToolCallFormat::kNone, ToolCallFormat::kHermes, ToolCallFormat::kQwen3Coder, ToolCallFormat::kLlama3Json,
-                 ToolCallFormat::kMistral, ToolCallFormat::kGemma, ToolCallFormat::kGemma4, ToolCallFormat::kGptOss}) {
+                 ToolCallFormat::kMistral, ToolCallFormat::kMistralJson, ToolCallFormat::kGemma, ToolCallFormat::kGemma4, ToolCallFormat::kGptOss}) {
     EXPECT_EQ(tool_call_format_from_string(to_string(f)), f) << to_string(f);
   }
   EXPECT_EQ(tool_call_format_from_string("json_tools"), ToolCallFormat::kHermes);

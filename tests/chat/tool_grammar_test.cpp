@@ -31,6 +31,11 @@ Tok& qwen3() {
   return *q;
 }
 
+Tok& mistral_nemo() {
+  static Tok* q = new Tok(load_fixture("tokenizer-mistral_nemo"));
+  return *q;
+}
+
 Tok& gpt_oss() {
   static Tok* q = new Tok(load_fixture("tokenizer-gptoss"));
   return *q;
@@ -170,6 +175,46 @@ TEST(ToolGrammar, GptOssForcedCallsUseHarmonysSpecialTokens) {
   EXPECT_EQ(t.tok.encode("<|constrain|>", false).size(), 1u) << "the markers above are fed as the special tokens";
   // No "auto" grammar for harmony (its free text is a sequence of channels).
   EXPECT_FALSE(tool_call_grammar(ToolCallFormat::kGptOss, tools(true), "auto"));
+}
+
+// Mistral: [TOOL_CALLS] is a special token of its vocabulary (Tekken, Mistral Nemo's), matched as
+// that token; Nemo's template teaches the JSON array form, newer ones name[ARGS]{...}.
+TEST(ToolGrammar, MistralCallsOpenWithTheToolCallsToken) {
+  auto& t = mistral_nemo();
+  ASSERT_EQ(t.tok.encode("[TOOL_CALLS]", false).size(), 1u) << "fed as the special token";
+  const auto tmpl = t.tok.config_string("chat_template");
+  ASSERT_TRUE(tmpl);
+  EXPECT_EQ(detect_tool_call_format(t.tok, *tmpl), ToolCallFormat::kMistralJson);
+  const auto J = ToolCallFormat::kMistralJson;
+  // Forced: the prompt ends with forced_tool_call_prefix (the special token included).
+  auto named = tool_call_grammar(J, tools(true), "get_weather", &t.tok);
+  ASSERT_TRUE(named);
+  EXPECT_TRUE(accepts(*named, "{\"city\":\"Paris\",\"unit\":\"C\"}}]", t));
+  EXPECT_FALSE(accepts(*named, "{\"city\":\"Paris\"}}]", t));                 // a required key missing
+  EXPECT_FALSE(accepts(*named, "{\"city\":\"Paris\",\"unit\":\"C\"}}", t));  // the array not closed
+  auto required = tool_call_grammar(J, tools(true), "required", &t.tok);
+  ASSERT_TRUE(required);
+  EXPECT_TRUE(accepts(*required, "{\"name\": \"get_time\", \"arguments\": {\"tz\":\"UTC\"}}]", t));
+  EXPECT_FALSE(accepts(*required, "{\"name\": \"get_date\", \"arguments\": {}}]", t));
+  // "auto" with strict tools: any text; a call opens with the token and is held to the schema.
+  auto any = tool_call_grammar(J, tools(true), "auto", &t.tok);
+  ASSERT_TRUE(any);
+  EXPECT_TRUE(accepts(*any, "It is sunny in [Paris] today.", t));
+  EXPECT_TRUE(accepts(*any, "Checking.[TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": {\"tz\":\"UTC\"}}]", t));
+  EXPECT_TRUE(accepts(*any, "[TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": {\"tz\":\"UTC\"}}]", t));
+  EXPECT_FALSE(accepts(*any, "[TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": {}}]", t));
+  EXPECT_FALSE(accepts(*any, "[TOOL_CALLS]get_time", t));
+  // The name[ARGS] form (Mistral Small 3.2 / Magistral templates): [ARGS] is text in this
+  // vocabulary, the opening token still the special one.
+  auto v11 = tool_call_grammar(ToolCallFormat::kMistral, tools(true), "required", &t.tok);
+  ASSERT_TRUE(v11);
+  EXPECT_TRUE(accepts(*v11, "get_time[ARGS]{\"tz\":\"UTC\"}", t));
+  EXPECT_FALSE(accepts(*v11, "get_time[ARGS]{\"zone\":\"UTC\"}", t));
+  auto v11_auto = tool_call_grammar(ToolCallFormat::kMistral, tools(true), "auto", &t.tok);
+  ASSERT_TRUE(v11_auto);
+  EXPECT_TRUE(accepts(*v11_auto, "Sure.[TOOL_CALLS]get_time[ARGS]{\"tz\":\"UTC\"}[TOOL_CALLS]get_weather[ARGS]"
+                                 "{\"city\":\"Rome\",\"unit\":\"F\"}", t));
+  EXPECT_FALSE(accepts(*v11_auto, "[TOOL_CALLS]get_weather[ARGS]{\"city\":\"Rome\"}", t));
 }
 
 }  // namespace

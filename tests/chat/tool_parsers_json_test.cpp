@@ -184,6 +184,11 @@ TEST(MistralParser, MalformedIsContent) {
 
 TEST(MistralParser, ForcedPrefix) {
   EXPECT_EQ(forced_tool_call_prefix(kMistral, "f"), "[TOOL_CALLS]f[ARGS]");
+  EXPECT_EQ(forced_tool_call_prefix(ToolCallFormat::kMistralJson, "f"), "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": ");
+  EXPECT_EQ(forced_tool_call_prefix(ToolCallFormat::kMistralJson, ""), "[TOOL_CALLS][");
+  // The JSON array form's forced text, then what the model writes, read back as the call.
+  check_tool_text(ToolCallFormat::kMistralJson, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}}]", "",
+                  {{"f", "{\"a\": 1}"}});
   check_tool_text(kMistral, forced_tool_call_prefix(kMistral, "f") + "{\"a\": 1}", "", {{"f", "{\"a\": 1}"}});
 }
 
