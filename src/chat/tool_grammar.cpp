@@ -52,6 +52,9 @@ struct Format {
   // Markers matched as the vocabulary's special token of that text where it has one (Mistral's
   // [TOOL_CALLS] and [ARGS]; as text in a vocabulary without them).
   std::vector<std::string> special_texts = {};
+  // Gemma's arguments: key:value pairs after the opening brace (`args_head`), strings between
+  // this delimiter (<|"|> for Gemma 4, <escape> for FunctionGemma), not JSON.
+  std::string gemma_delim = {};
 };
 
 // Qwen3-Coder's arguments (mlx-lm qwen3_coder.py reads them): one
@@ -109,6 +112,109 @@ std::string xml_args_rules(const ojson& fn, int i) {
   return rules + fmt::format("args_{}:{}\n", i, seq.empty() ? " \"\"" : seq);
 }
 
+// The Lark item of a special token's text: <[id]> where the vocabulary has it as one token.
+std::optional<std::string> special_item(const std::string& text, const Tokenizer* tok);
+
+// Gemma's call arguments (mlx-lm's gemma4.py / function_gemma.py read them): `key:value` pairs
+// joined by commas up to the closing brace, strings between the delimiter, numbers, booleans and
+// null bare, objects {key:value,...} and arrays [value,...] nesting. A strict tool's are its
+// schema's properties in their order (the required ones present), each value of its type;
+// otherwise any keys and values. Rules named args_<i>_*; `args_<i>` is the object's body
+// after its opening brace, closing brace included.
+class GemmaArgs {
+ public:
+  GemmaArgs(int i, const std::string& delim, const Tokenizer* tok) : i_(i) {
+    if (auto sp = special_item(delim, tok)) {  // text never holds a special token
+      d_ = *sp;
+      rules_ += fmt::format("args_{}_str: {} args_{}_text? {}\nargs_{}_text: /(.|\\n)+/\n", i, d_, i, d_, i);
+    } else {  // one lexeme up to the first delimiter, so the lexer closes the string there
+      d_ = lit(delim);
+      const std::string t = regex_escape(delim);
+      rules_ += fmt::format("args_{0}_str: {1} ARGS_{0}_STR\nARGS_{0}_STR: /(.|\\n)*{2}/ & ~/(.|\\n)*{2}(.|\\n)+/\n", i, d_, t);
+    }
+    rules_ += fmt::format(
+        "args_{0}_any: args_{0}_str | {1} | {2} | \"true\" | \"false\" | \"null\" | \"{{\" args_{0}_pairs? \"}}\" "
+        "| \"[\" (args_{0}_any (\",\" args_{0}_any)*)? \"]\"\n"
+        "args_{0}_pairs: args_{0}_pair (\",\" args_{0}_pair)*\nargs_{0}_pair: /[A-Za-z0-9_.\\-]+/ \":\" args_{0}_any\n",
+        i, kInt, kNumber);
+  }
+  // The rule for a value of `schema` (strict), its name.
+  std::string value(const ojson& schema) {
+    if (!schema.is_object()) return any();
+    if (schema.contains("enum") && schema["enum"].is_array() && !schema["enum"].empty()) {
+      std::string alts;
+      for (const auto& e : schema["enum"]) alts += (alts.empty() ? "" : " | ") + literal(e);
+      return add(alts);
+    }
+    const std::string type = schema.contains("type") && schema["type"].is_string() ? schema["type"].get<std::string>() : "";
+    if (type == "string") return fmt::format("args_{}_str", i_);
+    if (type == "integer") return add(kInt);
+    if (type == "number") return add(kNumber);
+    if (type == "boolean") return add("\"true\" | \"false\"");
+    if (type == "null") return add("\"null\"");
+    if (type == "array") {
+      const std::string item = schema.contains("items") ? value(schema["items"]) : any();
+      return add(fmt::format("\"[\" ({0} (\",\" {0})*)? \"]\"", item));
+    }
+    if (type == "object" && schema.contains("properties") && schema["properties"].is_object()) {
+      return add("\"{\" " + body(schema) + "");
+    }
+    return any();
+  }
+  // The object's properties then "}", its name (for args_<i>: the call's arguments).
+  std::string body(const ojson& schema) {
+    std::vector<std::pair<std::string, bool>> props;  // rule of "key:value", required
+    std::vector<std::string> required;
+    if (schema.contains("required") && schema["required"].is_array()) {
+      for (const auto& r : schema["required"])
+        if (r.is_string()) required.push_back(r.get<std::string>());
+    }
+    for (const auto& [name, prop] : schema["properties"].items()) {
+      const std::string v = value(prop);
+      props.emplace_back(add(lit(name + ":") + " " + v),
+                         std::find(required.begin(), required.end(), name) != required.end());
+    }
+    // rest(k, first): properties k.. in order, a comma before each but the first written.
+    std::string next = add("\"}\"");
+    std::string next_first = next;
+    for (int k = static_cast<int>(props.size()) - 1; k >= 0; --k) {
+      const auto& [p, req] = props[k];
+      const std::string after = add("\",\" " + p + " " + next + (req ? "" : " | " + next));
+      const std::string first = add(p + " " + next + (req ? "" : " | " + next_first));
+      next = after;
+      next_first = first;
+    }
+    return next_first;
+  }
+  std::string any() const { return fmt::format("args_{}_any", i_); }
+  // Any object body (a tool that is not strict).
+  std::string any_body() { return add(fmt::format("args_{0}_pairs? \"}}\"", i_)); }
+  const std::string& rules() const { return rules_; }
+
+ private:
+  static constexpr const char* kInt = "/-?(0|[1-9][0-9]*)/";
+  static constexpr const char* kNumber = "/-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?/";
+  std::string literal(const ojson& e) const {
+    if (e.is_string()) return d_ + " " + lit(e.get<std::string>()) + " " + d_;
+    return lit(e.dump());
+  }
+  std::string add(const std::string& rhs) {
+    const std::string name = fmt::format("args_{}_{}", i_, n_++);
+    rules_ += name + ": " + rhs + "\n";
+    return name;
+  }
+  int i_, n_ = 0;
+  std::string d_, rules_;
+};
+
+std::string gemma_args_rules(const ojson& fn, int i, const std::string& delim, const Tokenizer* tok) {
+  GemmaArgs g(i, delim, tok);
+  const ojson* schema = fn.value("strict", false) && fn.contains("parameters") ? &fn["parameters"] : nullptr;
+  const bool typed = schema && schema->is_object() && schema->contains("properties") && (*schema)["properties"].is_object();
+  const std::string body = typed ? g.body(*schema) : g.any_body();
+  return g.rules() + fmt::format("args_{}: {}\n", i, body);
+}
+
 std::optional<Format> format_of(ToolCallFormat f) {
   switch (f) {
     case ToolCallFormat::kHermes:
@@ -124,6 +230,13 @@ std::optional<Format> format_of(ToolCallFormat f) {
     case ToolCallFormat::kMistralJson:
       return Format{.open = "[TOOL_CALLS][", .name_head = "{\"name\": ", .args_head = ", \"arguments\": ",
                     .close = "}]", .not_text = "[TOOL_CALLS]", .special_texts = {"[TOOL_CALLS]"}};
+    case ToolCallFormat::kGemma4:
+      return Format{.open = "<|tool_call>call:", .args_head = "{", .close = "<tool_call|>", .not_text = "<|tool_call>",
+                    .quote_name = false, .special_texts = {"<|tool_call>", "<tool_call|>"}, .gemma_delim = "<|\"|>"};
+    case ToolCallFormat::kGemma:
+      return Format{.open = "<start_function_call>call:", .args_head = "{", .close = "<end_function_call>",
+                    .not_text = "<start_function_call>", .quote_name = false,
+                    .special_texts = {"<start_function_call>", "<end_function_call>"}, .gemma_delim = "<escape>"};
     case ToolCallFormat::kGptOss:  // forced calls only: harmony's free text is a sequence of channels
       return Format{.open = "<|channel|>commentary to=functions.", .args_head = " <|constrain|>json<|message|>",
                     .close = "<|call|>", .quote_name = false, .special_markers = true};
@@ -196,7 +309,9 @@ std::optional<GrammarSpec> tool_call_grammar(ToolCallFormat format, const std::v
     const std::string head = f->open + f->name_head + shown + f->args_head;
     if (head.compare(0, prefix.size(), prefix) != 0) return std::nullopt;  // the prefix is not this format's
     const std::string rest = lark_seq(head.substr(prefix.size()), *f, tok);
-    rules += f->xml_params ? xml_args_rules(fn, i) : fmt::format("args_{}: {}\n", i, args_rule(fn));
+    rules += f->xml_params             ? xml_args_rules(fn, i)
+             : !f->gemma_delim.empty() ? gemma_args_rules(fn, i, f->gemma_delim, tok)
+                                       : fmt::format("args_{}: {}\n", i, args_rule(fn));
     alts += fmt::format("{}{}args_{} {}", alts.empty() ? "" : " | ", rest.empty() ? "" : rest + " ", i,
                         lark_seq(f->close, *f, tok));
     ++i;

@@ -3,7 +3,8 @@
 // arguments the tool's schema where the tool is strict (any JSON object otherwise); with
 // tool_choice "auto" and a strict tool, free text runs until a call opens, and the call is then
 // held to the same grammar. The formats: Hermes (<tool_call> JSON </tool_call>, Qwen 2.5/3),
-// Llama 3 JSON, Mistral ([TOOL_CALLS]name[ARGS]{...}, or the JSON array form), Qwen3-Coder /
+// Llama 3 JSON, Mistral ([TOOL_CALLS]name[ARGS]{...}, or the JSON array form), Gemma 4 and
+// FunctionGemma (call:NAME{key:value,...}, strings between <|"|> / <escape>), Qwen3-Coder /
 // Qwen3.5 XML (<parameter=P> blocks, values typed by the schema), and
 // for forced calls gpt-oss harmony (commentary to=functions.NAME <|constrain|>json<|message|>
 // JSON <|call|>, its markers as special tokens).

@@ -31,6 +31,11 @@ Tok& qwen3() {
   return *q;
 }
 
+Tok& gemma3() {
+  static Tok* q = new Tok(load_fixture("tokenizer-gemma3"));
+  return *q;
+}
+
 Tok& mistral_nemo() {
   static Tok* q = new Tok(load_fixture("tokenizer-mistral_nemo"));
   return *q;
@@ -215,6 +220,59 @@ TEST(ToolGrammar, MistralCallsOpenWithTheToolCallsToken) {
   EXPECT_TRUE(accepts(*v11_auto, "Sure.[TOOL_CALLS]get_time[ARGS]{\"tz\":\"UTC\"}[TOOL_CALLS]get_weather[ARGS]"
                                  "{\"city\":\"Rome\",\"unit\":\"F\"}", t));
   EXPECT_FALSE(accepts(*v11_auto, "[TOOL_CALLS]get_weather[ARGS]{\"city\":\"Rome\"}", t));
+}
+
+// Gemma 4 and FunctionGemma: key:value pairs after the brace, strings between their delimiter
+// (<|"|> / <escape>: text in the Gemma 3 vocabulary, the only Gemma one here; a vocabulary with
+// them as special tokens gets them matched as tokens, as Mistral's above), other values bare.
+TEST(ToolGrammar, GemmaCallsHoldKeyValuePairsToTheSchema) {
+  auto& t = gemma3();
+  const auto G4 = ToolCallFormat::kGemma4;
+  auto named = tool_call_grammar(G4, tools(true), "get_weather", &t.tok);
+  ASSERT_TRUE(named);
+  EXPECT_TRUE(accepts(*named, "city:<|\"|>Paris<|\"|>,unit:<|\"|>C<|\"|>}<tool_call|>", t));
+  EXPECT_FALSE(accepts(*named, "city:<|\"|>Paris<|\"|>}<tool_call|>", t));                      // unit required
+  EXPECT_FALSE(accepts(*named, "city:<|\"|>Paris<|\"|>,unit:<|\"|>K<|\"|>}<tool_call|>", t));  // not in the enum
+  EXPECT_FALSE(accepts(*named, "city:\"Paris\",unit:<|\"|>C<|\"|>}<tool_call|>", t));          // a JSON string
+  EXPECT_FALSE(accepts(*named, "unit:<|\"|>C<|\"|>,city:<|\"|>Paris<|\"|>}<tool_call|>", t));  // the schema's order
+  auto required = tool_call_grammar(G4, tools(true), "required", &t.tok);
+  ASSERT_TRUE(required);
+  EXPECT_TRUE(accepts(*required, "get_time{tz:<|\"|>UTC<|\"|>}<tool_call|>", t));
+  EXPECT_FALSE(accepts(*required, "get_date{tz:<|\"|>UTC<|\"|>}<tool_call|>", t));
+  auto any = tool_call_grammar(G4, tools(true), "auto", &t.tok);
+  ASSERT_TRUE(any);
+  EXPECT_TRUE(accepts(*any, "No call needed.", t));
+  EXPECT_TRUE(accepts(*any, "Checking.<|tool_call>call:get_time{tz:<|\"|>UTC<|\"|>}<tool_call|>", t));
+  EXPECT_FALSE(accepts(*any, "<|tool_call>call:get_time{}<tool_call|>", t));
+  // Every value type, optional properties skipped or present, nesting, a string over lines.
+  const std::vector<ojson> plan = {ojson::parse(R"({"name": "plan", "strict": true, "parameters": {"type": "object",
+      "properties": {"n": {"type": "integer"}, "ratio": {"type": "number"}, "ok": {"type": "boolean"},
+                     "tags": {"type": "array", "items": {"type": "string"}},
+                     "opts": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                     "note": {"type": "string"}},
+      "required": ["n"]}})")};
+  auto p = tool_call_grammar(G4, plan, "plan", &t.tok);
+  ASSERT_TRUE(p);
+  EXPECT_TRUE(accepts(*p, "n:3}<tool_call|>", t));
+  EXPECT_TRUE(accepts(*p, "n:-2,ratio:0.5,ok:true,tags:[<|\"|>a<|\"|>,<|\"|>b, c<|\"|>],opts:{a:1},"
+                          "note:<|\"|>two\nlines<|\"|>}<tool_call|>", t));
+  EXPECT_TRUE(accepts(*p, "n:0,tags:[]}<tool_call|>", t));
+  EXPECT_FALSE(accepts(*p, "ratio:0.5}<tool_call|>", t));         // n required
+  EXPECT_FALSE(accepts(*p, "n:1.5}<tool_call|>", t));             // an integer
+  EXPECT_FALSE(accepts(*p, "n:1,ok:yes}<tool_call|>", t));        // a boolean
+  EXPECT_FALSE(accepts(*p, "n:1,opts:{}}<tool_call|>", t));       // opts.a required
+  EXPECT_FALSE(accepts(*p, "n:1,,ok:true}<tool_call|>", t));      // commas only between pairs
+  EXPECT_FALSE(accepts(*p, "n:1,tags:[1]}<tool_call|>", t));      // strings in tags
+  // A tool that is not strict: any keys and values.
+  auto loose = tool_call_grammar(G4, tools(false), "get_time", &t.tok);
+  ASSERT_TRUE(loose);
+  EXPECT_TRUE(accepts(*loose, "zone:<|\"|>UTC<|\"|>,n:3,l:[1,<|\"|>x<|\"|>],o:{k:true}}<tool_call|>", t));
+  EXPECT_TRUE(accepts(*loose, "}<tool_call|>", t));
+  // FunctionGemma: <escape> strings, its own markers.
+  auto fg = tool_call_grammar(ToolCallFormat::kGemma, tools(true), "get_weather", &t.tok);
+  ASSERT_TRUE(fg);
+  EXPECT_TRUE(accepts(*fg, "city:<escape>Oslo<escape>,unit:<escape>F<escape>}<end_function_call>", t));
+  EXPECT_FALSE(accepts(*fg, "city:<|\"|>Oslo<|\"|>,unit:<|\"|>F<|\"|>}<end_function_call>", t));
 }
 
 }  // namespace
