@@ -236,6 +236,23 @@ void BatchGenerator::start_generation(std::vector<int> split) {
   for (auto& lp : g.next_logprobs) gen_.next_logprobs.push_back(std::move(lp));
 }
 
+namespace {
+
+// A step's token ids on the host: `t` (an earlier step's sampled tokens, computed or queued)
+// waited for and read as it is. An op made here (an astype) would be queued behind the forward
+// pass this step has just queued, and waiting for it would wait for that forward too: the host
+// would build the next step while the CPU stream idles.
+std::vector<int> host_ids(const mx::array& t) {
+  mx::eval(t);
+  if (t.flags().row_contiguous && t.dtype() == mx::uint32) return {t.data<uint32_t>(), t.data<uint32_t>() + t.size()};
+  if (t.flags().row_contiguous && t.dtype() == mx::int32) return {t.data<int32_t>(), t.data<int32_t>() + t.size()};
+  auto c = mx::astype(t, mx::int32);
+  mx::eval(c);
+  return {c.data<int32_t>(), c.data<int32_t>() + c.size()};
+}
+
+}  // namespace
+
 std::pair<std::vector<int>, std::vector<mx::array>> BatchGenerator::step(GenBatch& g) {
   const auto current = *g.next_tokens;
   auto current_lp = std::move(g.next_logprobs);
@@ -245,16 +262,13 @@ std::pair<std::vector<int>, std::vector<mx::array>> BatchGenerator::step(GenBatc
   auto logits = model_(mx::expand_dims(current, 1), &g.cache);
   const int L = logits.shape(1);
   logits = mx::squeeze(mx::slice(logits, {0, L - 1, 0}, {B, L, logits.shape(2)}), 1);
-  // The forward pass runs while the host computes the grammar rows' masks: the fed tokens (the
-  // grammar rows consume them) are queued ahead of the forward, which is queued before the host
-  // waits for them, so the stream never idles while the host waits or builds.
+  // The forward pass runs while the host computes the grammar rows' masks: it is queued before
+  // the host waits for the fed tokens (the grammar rows consume them; the previous step's, queued
+  // earlier), so the stream never idles while the host waits or builds.
   std::vector<int> fed;
   if (any_grammar) {
-    auto ids = mx::astype(current, mx::int32);
-    mx::async_eval(ids);
     mx::async_eval(logits);
-    mx::eval(ids);
-    fed.assign(ids.data<int32_t>(), ids.data<int32_t>() + ids.size());
+    fed = host_ids(current);
   }
   std::vector<std::optional<std::vector<uint32_t>>> masks(B);
   for (int e = 0; any_grammar && e < B; ++e) {
@@ -313,11 +327,10 @@ std::pair<std::vector<int>, std::vector<mx::array>> BatchGenerator::step(GenBatc
   pending.insert(pending.end(), g.next_logprobs.begin(), g.next_logprobs.end());
   pending.insert(pending.end(), contexts.begin(), contexts.end());
   mx::async_eval(pending);
-  auto ids = mx::astype(current, mx::int32);
-  std::vector<mx::array> now{ids};
-  now.insert(now.end(), current_lp.begin(), current_lp.end());
-  mx::eval(now);  // one wait for this step's tokens and log-probabilities
-  std::vector<int> out(ids.data<int32_t>(), ids.data<int32_t>() + ids.size());
+  // One wait for the previous step's tokens and log-probabilities (queued before this step's
+  // forward pass, so the wait ends while this step computes).
+  mx::eval(current_lp);
+  std::vector<int> out = fed.empty() ? host_ids(current) : fed;
   for (int e = 0; e < B; ++e) g.rows[e].tokens.push_back(out[e]);
   return {std::move(out), std::move(current_lp)};
 }
