@@ -1,7 +1,9 @@
 // Attention over a quantized KV cache (mlx-lm's QuantizedKVCache) on the CPU fast path, reading
-// the packed keys and values directly: tiles of 128 rows dequantized into a thread's scratch, the
-// ISA's attend_group over each tile, tiles merged as online-softmax parts. The work is split over
-// (batch row, kv head, block of queries, key slice) so a decode step uses every thread.
+// the packed keys and values directly: a decode step through the ISA's attend_group_q (the packed
+// rows themselves: integer dots on the keys, scale-weighted sums on the values); a prompt, or an
+// ISA without it, in tiles of 64 rows dequantized into a thread's scratch, the ISA's attend_group
+// over each tile, tiles merged as online-softmax parts. The work is split over (batch row, kv
+// head, block of queries, key slice) so a decode step uses every thread.
 #pragma once
 
 #include <cstdint>
