@@ -147,7 +147,7 @@ class GemmaArgs {
       return add(alts);
     }
     const std::string type = schema.contains("type") && schema["type"].is_string() ? schema["type"].get<std::string>() : "";
-    if (type == "string") return fmt::format("args_{}_str", i_);
+    if (type == "string") return string(schema);
     if (type == "integer") return add(kInt);
     if (type == "number") return add(kNumber);
     if (type == "boolean") return add("\"true\" | \"false\"");
@@ -185,6 +185,16 @@ class GemmaArgs {
       next_first = first;
     }
     return next_first;
+  }
+  // A string: any text between the delimiters, or with an anchored "pattern" (^...$) text
+  // matching it (other patterns and length bounds are not held: JSON formats get them from
+  // llguidance's JSON schemas, this format does not).
+  std::string string(const ojson& schema) {
+    const std::string pat = schema.contains("pattern") && schema["pattern"].is_string() ? schema["pattern"].get<std::string>() : "";
+    if (pat.size() < 2 || pat.front() != '^' || pat.back() != '$' || pat.find('/') != std::string::npos) {
+      return fmt::format("args_{}_str", i_);
+    }
+    return add(fmt::format("{0} /{1}/ {0}", d_, pat.substr(1, pat.size() - 2)));
   }
   std::string any() const { return fmt::format("args_{}_any", i_); }
   // Any object body (a tool that is not strict).

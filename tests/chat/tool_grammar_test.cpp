@@ -263,6 +263,13 @@ TEST(ToolGrammar, GemmaCallsHoldKeyValuePairsToTheSchema) {
   EXPECT_FALSE(accepts(*p, "n:1,opts:{}}<tool_call|>", t));       // opts.a required
   EXPECT_FALSE(accepts(*p, "n:1,,ok:true}<tool_call|>", t));      // commas only between pairs
   EXPECT_FALSE(accepts(*p, "n:1,tags:[1]}<tool_call|>", t));      // strings in tags
+  // An anchored pattern holds the string (here: three capitals).
+  const std::vector<ojson> tz = {ojson::parse(R"({"name": "t", "strict": true, "parameters": {"type": "object",
+      "properties": {"tz": {"type": "string", "pattern": "^[A-Z]{3}$"}}, "required": ["tz"]}})")};
+  auto pt = tool_call_grammar(G4, tz, "t", &t.tok);
+  ASSERT_TRUE(pt);
+  EXPECT_TRUE(accepts(*pt, "tz:<|\"|>CET<|\"|>}<tool_call|>", t));
+  EXPECT_FALSE(accepts(*pt, "tz:<|\"|>Paris<|\"|>}<tool_call|>", t));
   // A tool that is not strict: any keys and values.
   auto loose = tool_call_grammar(G4, tools(false), "get_time", &t.tok);
   ASSERT_TRUE(loose);

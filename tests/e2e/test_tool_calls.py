@@ -1,7 +1,8 @@
 """Tool calls end to end: SmolLM2 with the Qwen3 fixture template (ChatML, Hermes-style
 <tool_call> format) and tool_choice naming a tool, so the call is forced by the generation
 prompt; each protocol returns it as a structured call, streamed and not. Strict tools: the call
-is held to the format and the tool's schema (chat/tool_grammar.h)."""
+is held to the format and the tool's schema (chat/tool_grammar.h), also in Mistral's and Gemma 4's
+call formats."""
 import json
 from pathlib import Path
 
@@ -108,14 +109,46 @@ def schema_of(name):
 def test_strict_forced_call_follows_the_schema(tool_server, choice):
     """tool_choice named or required with strict tools: the call is held to the model's format and the
     tool's schema (llguidance), arrives as tool_calls with finish_reason tool_calls; streamed = not."""
-    c = openai.OpenAI(base_url=tool_server.url + "/v1", api_key="x", max_retries=0)
-    r = c.chat.completions.create(model=tool_server.model, messages=ASK, tools=STRICT_TOOLS, tool_choice=choice,
+    check_strict_forced_call(tool_server, choice)
+
+
+@pytest.fixture(scope="module", params=["mistral_json", "gemma4"])
+def format_server(request, start_server, tmp_path_factory):
+    """SmolLM2 speaking another call format: Mistral Nemo's own template (its JSON array form,
+    detected from the template; [TOOL_CALLS] is text in SmolLM2's vocabulary), or the Qwen3 template
+    with --tool-call-format gemma4 (call:NAME{key:<|"|>value<|"|>}: no Gemma 4 template is available)."""
+    package = "tokenizer-mistral_nemo" if request.param == "mistral_json" else "tokenizer-qwen3"
+    cfg = FIXTURES / package / "models" / "tokenizer_config.json"
+    if not cfg.exists():
+        pytest.skip(f"{cfg} is missing (make fixtures)")
+    path = tmp_path_factory.mktemp("tpl") / f"{request.param}.jinja"
+    path.write_text(json.loads(cfg.read_text())["chat_template"])
+    args = ["--chat-template-file", str(path)]
+    if request.param == "gemma4":
+        args += ["--tool-call-format", "gemma4"]
+    return start_server(*args), request.param
+
+
+@pytest.mark.parametrize("choice", [{"type": "function", "function": {"name": "get_weather"}}, "required"])
+def test_strict_forced_call_in_other_formats(format_server, choice):
+    """The same strict forced calls in Mistral's JSON array form and Gemma 4's key:value form (greedy
+    only for Gemma 4: sampled at temperature 1, SmolLM2, which never saw the <|"|> delimiter, runs a
+    string on to max_tokens; the grammar lets a string be any text)."""
+    server, fmt = format_server
+    check_strict_forced_call(server, choice, sampled=fmt != "gemma4")
+
+
+def check_strict_forced_call(server, choice, sampled=True):
+    """A forced call (named or required) over strict tools: it arrives as tool_calls with finish_reason
+    tool_calls, arguments valid under the tool's schema; streamed = not; sampled too (two seeds)."""
+    c = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0)
+    r = c.chat.completions.create(model=server.model, messages=ASK, tools=STRICT_TOOLS, tool_choice=choice,
                                   temperature=0, max_tokens=60)
     assert r.choices[0].finish_reason == "tool_calls"
     calls = r.choices[0].message.tool_calls
     assert len(calls) == 1
     jsonschema.validate(json.loads(calls[0].function.arguments), schema_of(calls[0].function.name))
-    stream = c.chat.completions.create(model=tool_server.model, messages=ASK, tools=STRICT_TOOLS, tool_choice=choice,
+    stream = c.chat.completions.create(model=server.model, messages=ASK, tools=STRICT_TOOLS, tool_choice=choice,
                                        temperature=0, max_tokens=60, stream=True)
     name, args = None, ""
     for chunk in stream:
@@ -125,8 +158,8 @@ def test_strict_forced_call_follows_the_schema(tool_server, choice):
                 args += tc.function.arguments or ""
     assert (name, args) == (calls[0].function.name, calls[0].function.arguments)
     # Sampled (two seeds): still a valid call.
-    for seed in (1, 2):
-        s = c.chat.completions.create(model=tool_server.model, messages=ASK, tools=STRICT_TOOLS, tool_choice=choice,
+    for seed in (1, 2) if sampled else ():
+        s = c.chat.completions.create(model=server.model, messages=ASK, tools=STRICT_TOOLS, tool_choice=choice,
                                       temperature=1.0, seed=seed, max_tokens=80)
         sc = s.choices[0].message.tool_calls
         assert s.choices[0].finish_reason == "tool_calls" and len(sc) == 1, s
