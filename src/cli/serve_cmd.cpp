@@ -119,7 +119,8 @@ Action add_serve(CLI::App& app) {
   sub->add_option("--chat-template-file", a->served.chat_template_file, "Use this Jinja chat template instead");
   sub->add_option("--chat-template-kwargs", a->template_kwargs, "Default chat-template variables (a JSON object)");
   sub->add_option("--tool-call-format", a->served.tool_call_format,
-                  "auto (from the template), none, hermes, qwen3_coder, llama3_json, mistral, gemma, gpt_oss")
+                  "auto (from the template), none, hermes, qwen3_coder, llama3_json, mistral, mistral_json, gemma, "
+                  "gemma4, gpt_oss")
       ->capture_default_str();
   auto& e = a->serve.engine;
   sub->add_option("--prompt-cache-gb", a->prompt_cache_gb, "Prompt cache cap in GB (default: a quarter of RAM)");
