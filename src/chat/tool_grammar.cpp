@@ -47,10 +47,8 @@ struct Format {
   std::string not_text;   // what free text must not contain ("auto": where a call begins); empty: no "auto"
   bool quote_name = true; // the name as a JSON string (else bare)
   bool xml_params = false; // Qwen3-Coder: <parameter=P>\nVALUE\n</parameter>\n per argument, not JSON
-  // Its <|...|> markers are special tokens (gpt-oss harmony), matched as tokens, not text.
-  bool special_markers = false;
   // Markers matched as the vocabulary's special token of that text where it has one (Mistral's
-  // [TOOL_CALLS] and [ARGS]; as text in a vocabulary without them).
+  // [TOOL_CALLS] and [ARGS], harmony's <|...|>; see special_item), as text where it has not.
   std::vector<std::string> special_texts = {};
   // Gemma's arguments: key:value pairs after the opening brace (`args_head`), strings between
   // this delimiter (<|"|> for Gemma 4, <escape> for FunctionGemma), not JSON.
@@ -112,8 +110,18 @@ std::string xml_args_rules(const ojson& fn, int i) {
   return rules + fmt::format("args_{}:{}\n", i, seq.empty() ? " \"\"" : seq);
 }
 
-// The Lark item of a special token's text: <[id]> where the vocabulary has it as one token.
-std::optional<std::string> special_item(const std::string& text, const Tokenizer* tok);
+// The Lark item of a special token's text: <[id]> where the vocabulary has it as one token;
+// without a vocabulary, a <|name|> marker by its name (llguidance looks it up in the grammar's
+// token environment); nullopt where the text stays text.
+std::optional<std::string> special_item(const std::string& text, const Tokenizer* tok) {
+  if (!tok) {
+    if (text.size() > 4 && text.starts_with("<|") && text.ends_with("|>")) return text;
+    return std::nullopt;
+  }
+  auto id = tok->token_to_id(text);
+  if (!id) return std::nullopt;
+  return fmt::format("<[{}]>", *id);
+}
 
 // Gemma's call arguments (mlx-lm's gemma4.py / function_gemma.py read them): `key:value` pairs
 // joined by commas up to the closing brace, strings between the delimiter, numbers, booleans and
@@ -157,7 +165,7 @@ class GemmaArgs {
       return add(fmt::format("\"[\" ({0} (\",\" {0})*)? \"]\"", item));
     }
     if (type == "object" && schema.contains("properties") && schema["properties"].is_object()) {
-      return add("\"{\" " + body(schema) + "");
+      return add("\"{\" " + body(schema));
     }
     return any();
   }
@@ -249,48 +257,36 @@ std::optional<Format> format_of(ToolCallFormat f) {
                     .special_texts = {"<start_function_call>", "<end_function_call>"}, .gemma_delim = "<escape>"};
     case ToolCallFormat::kGptOss:  // forced calls only: harmony's free text is a sequence of channels
       return Format{.open = "<|channel|>commentary to=functions.", .args_head = " <|constrain|>json<|message|>",
-                    .close = "<|call|>", .quote_name = false, .special_markers = true};
+                    .close = "<|call|>", .quote_name = false,
+                    .special_texts = {"<|channel|>", "<|constrain|>", "<|message|>", "<|call|>"}};
     default: return std::nullopt;
   }
 }
 
-// The Lark item of a special token's text: <[id]> where the vocabulary has it as one token.
-std::optional<std::string> special_item(const std::string& text, const Tokenizer* tok) {
-  if (!tok) return std::nullopt;
-  auto id = tok->token_to_id(text);
-  if (!id) return std::nullopt;
-  return fmt::format("<[{}]>", *id);
-}
-
-// `text` as a Lark sequence: literals, and with f.special_markers each <|name|> marker as the
-// special token it is (llguidance's <|name|> syntax), each of f.special_texts as its token.
+// `text` as a Lark sequence: literals, and each of f.special_texts that is a special token (see
+// special_item) as that token.
 std::string lark_seq(const std::string& text, const Format& f, const Tokenizer* tok) {
-  if (!f.special_markers && f.special_texts.empty()) return text.empty() ? "" : lit(text);
+  std::vector<std::pair<std::string, std::string>> markers;  // text, its item
+  for (const auto& t : f.special_texts) {
+    if (auto item = special_item(t, tok)) markers.emplace_back(t, *item);
+  }
   std::string out;
   auto add = [&](const std::string& item) { out += (out.empty() ? "" : " ") + item; };
   size_t pos = 0;
   while (pos < text.size()) {
-    // The next marker: <|...|> (special_markers) or one of special_texts.
-    size_t open = std::string::npos, len = 0;
-    std::string item;
-    if (f.special_markers) {
-      open = text.find("<|", pos);
-      const size_t close = open == std::string::npos ? open : text.find("|>", open + 2);
-      if (close == std::string::npos) open = std::string::npos;
-      else len = close + 2 - open, item = text.substr(open, len);
+    size_t open = std::string::npos;
+    const std::pair<std::string, std::string>* next = nullptr;  // the first marker at or after pos
+    for (const auto& m : markers) {
+      const size_t at = text.find(m.first, pos);
+      if (at < open) open = at, next = &m;
     }
-    for (const auto& t : f.special_texts) {
-      const size_t at = text.find(t, pos);
-      auto sp = special_item(t, tok);
-      if (at != std::string::npos && sp && (open == std::string::npos || at < open)) open = at, len = t.size(), item = *sp;
-    }
-    if (open == std::string::npos) {
+    if (!next) {
       add(lit(text.substr(pos)));
       break;
     }
     if (open > pos) add(lit(text.substr(pos, open - pos)));
-    add(item);
-    pos = open + len;
+    add(next->second);
+    pos = open + next->first.size();
   }
   return out;
 }
