@@ -330,7 +330,7 @@ std::pair<std::vector<int>, std::vector<mx::array>> BatchGenerator::step(GenBatc
   // One wait for the previous step's tokens and log-probabilities (queued before this step's
   // forward pass, so the wait ends while this step computes).
   mx::eval(current_lp);
-  std::vector<int> out = fed.empty() ? host_ids(current) : fed;
+  std::vector<int> out = any_grammar ? std::move(fed) : host_ids(current);
   for (int e = 0; e < B; ++e) g.rows[e].tokens.push_back(out[e]);
   return {std::move(out), std::move(current_lp)};
 }

@@ -14,13 +14,18 @@ namespace mlxcpp {
 
 namespace {
 
-// words' bits as bytes (1 allowed) for tokens 0..vocab-1; whole words at once where they are all
-// clear or all set (most of a grammar's mask).
-void unpack_mask(const std::vector<uint32_t>& words, int vocab, uint8_t* out) {
+// A mask narrower than the logits is an Error naming both widths.
+void check_width(const std::vector<uint32_t>& words, int vocab) {
   if (words.size() * 32 < static_cast<size_t>(vocab)) {
     throw Error("[token_mask] a mask of " + std::to_string(words.size() * 32) + " tokens for logits of " +
                 std::to_string(vocab));
   }
+}
+
+// words' bits as bytes (1 allowed) for tokens 0..vocab-1; whole words at once where they are all
+// clear or all set (most of a grammar's mask).
+void unpack_mask(const std::vector<uint32_t>& words, int vocab, uint8_t* out) {
+  check_width(words, vocab);
   for (int i = 0; i < vocab; i += 32) {
     const uint32_t w = words[i / 32];
     const int n = std::min(32, vocab - i);
@@ -66,10 +71,7 @@ mx::array apply_token_masks(const mx::array& logits, const std::vector<const std
     std::vector<uint32_t> words(static_cast<size_t>(B) * w, ~0u);
     for (int b = 0; b < B; ++b) {
       if (!masks[b]) continue;
-      if (masks[b]->size() < static_cast<size_t>(w)) {
-        throw Error("[token_mask] a mask of " + std::to_string(masks[b]->size() * 32) + " tokens for logits of " +
-                    std::to_string(vocab));
-      }
+      check_width(*masks[b], vocab);
       std::copy_n(masks[b]->data(), w, words.data() + static_cast<size_t>(b) * w);
     }
     if (auto out = kernels::token_mask(logits, mx::array(words.data(), {B, w}, mx::uint32), fast)) return *out;

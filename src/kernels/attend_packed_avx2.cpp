@@ -24,9 +24,9 @@ using avx2::Avx2;
 using namespace packed;
 
 // Scores of H query rows (q rows hd apart, their group sums qsum rows `groups` apart) against the
-// four key rows j..j+3 (rows past `last` repeat it; only `count` are stored) into sc[h * n + jj].
+// four key rows j..j+3 (rows past `last` repeat it and are not stored) into sc[h * n + jj].
 template <int H, int Bits>
-void packed_scores4(const float* q, const float* qsum, const PackedKv& k, long j, long last, int count, int hd,
+void packed_scores4(const float* q, const float* qsum, const PackedKv& k, long j, long last, int hd,
                     int group, float scale, float* sc, int n, int jj) {
   const uint8_t* rows[4];
   for (int i = 0; i < 4; ++i) rows[i] = k.w + std::min(j + i, last) * k.w_stride;
@@ -50,6 +50,7 @@ void packed_scores4(const float* q, const float* qsum, const PackedKv& k, long j
       tot[h] = _mm_fmadd_ps(r, s4, _mm_fmadd_ps(b4, _mm_set1_ps(qsum[h * (hd / group) + g]), tot[h]));
     }
   }
+  const int count = static_cast<int>(std::min<long>(4, last - j + 1));  // the rows not past `last`
   for (int h = 0; h < H; ++h) {
     alignas(16) float out[4];
     _mm_store_ps(out, _mm_mul_ps(tot[h], _mm_set1_ps(scale)));
@@ -80,7 +81,6 @@ void attend_packed(const float* q, int G, const PackedKv& k, const PackedKv& v, 
   float* const sc = scratch;                          // G * n scores, then weights
   float* const cf = sc + static_cast<long>(G) * n;    // 4 * n: weights times a group's scales
   float* const qsum = cf + 4L * n;                    // G * groups
-  float* const bsum = qsum + static_cast<long>(G) * groups;  // 4: weights times a group's biases
   for (int h = 0; h < G; ++h)
     for (int g = 0; g < groups; ++g) {
       const float* qg = q + static_cast<long>(h) * hd + g * group;
@@ -90,14 +90,13 @@ void attend_packed(const float* q, int G, const PackedKv& k, const PackedKv& v, 
     }
   for (int j = 0; j < n; j += 4) {
     prefetch_ahead(k, v, first, j, n);
-    const int count = std::min(4, n - j);
     for (int h0 = 0; h0 < G; h0 += 3)
       with_row_count<3>(std::min(3, G - h0), [&]<int H>() {
-        packed_scores4<H, Bits>(q + static_cast<long>(h0) * hd, qsum + h0 * groups, k, first + j, last, count, hd,
+        packed_scores4<H, Bits>(q + static_cast<long>(h0) * hd, qsum + h0 * groups, k, first + j, last, hd,
                                 group, scale, sc + static_cast<long>(h0) * n, n, j);
       });
   }
-  float inv[4];
+  float inv[4], bsum[4];
   for (int h0 = 0; h0 < G; h0 += 4) {
     const int mb = std::min(4, G - h0);
     softmax_rows(sc, n, h0, mb, part, inv);

@@ -50,7 +50,7 @@ inline void key_words(const uint8_t* row, int c, __m512i& lo, __m512i& hi) {
 // Scores of H query rows (int16 words qw rows hd apart, their scales qs, group sums qsum rows
 // `groups` apart) against key rows j..j+3 (past `last`: repeats, not stored) into sc[h * n + jj].
 template <int H, int Bits>
-void scores4(const int16_t* qw, const float* qs, const float* qsum, const PackedKv& k, long j, long last, int count,
+void scores4(const int16_t* qw, const float* qs, const float* qsum, const PackedKv& k, long j, long last,
              int hd, int group, float scale, float* sc, int n, int jj) {
   const uint8_t* rows[4];
   for (int i = 0; i < 4; ++i) rows[i] = k.w + std::min(j + i, last) * k.w_stride;
@@ -81,6 +81,7 @@ void scores4(const int16_t* qw, const float* qs, const float* qsum, const Packed
                             _mm_fmadd_ps(b4, _mm_set1_ps(qsum[h * groups + g]), tot[h]));
     }
   }
+  const int count = static_cast<int>(std::min<long>(4, last - j + 1));  // the rows not past `last`
   for (int h = 0; h < H; ++h) {
     alignas(16) float out[4];
     _mm_store_ps(out, _mm_mul_ps(tot[h], _mm_set1_ps(scale)));
@@ -148,10 +149,9 @@ void attend_packed(const float* q, int G, const PackedKv& k, const PackedKv& v, 
   }
   for (int j = 0; j < n; j += 4) {
     prefetch_ahead(k, v, first, j, n);
-    const int count = std::min(4, n - j);
     for (int h0 = 0; h0 < G; h0 += 3)
       with_row_count<3>(std::min(3, G - h0), [&]<int H>() {
-        scores4<H, Bits>(qw + static_cast<long>(h0) * hd, qs + h0, qsum + h0 * groups, k, first + j, last, count, hd,
+        scores4<H, Bits>(qw + static_cast<long>(h0) * hd, qs + h0, qsum + h0 * groups, k, first + j, last, hd,
                          group, scale, sc + static_cast<long>(h0) * n, n, j);
       });
   }
