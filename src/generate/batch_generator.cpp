@@ -13,6 +13,7 @@
 
 #include "cache/ragged_kv_cache.h"
 #include "core/errors.h"
+#include "generate/host_ids.h"
 #include "generate/token_mask.h"
 #include "kernels/block_kernels.h"
 #include "kernels/ops.h"
@@ -128,6 +129,14 @@ void BatchGenerator::eval_caches(const Caches& cache) const {
   if (!state.empty()) mx::eval(state);
 }
 
+BatchGenerator::~BatchGenerator() {
+  try {
+    mx::synchronize();
+  } catch (const std::exception& e) {
+    spdlog::error("[batch] waiting for queued steps: {}", e.what());
+  }
+}
+
 void BatchGenerator::filter(Caches& cache, const std::vector<int>& keep) {
   if (keep.empty()) {
     cache.clear();
@@ -235,23 +244,6 @@ void BatchGenerator::start_generation(std::vector<int> split) {
   gen_.next_tokens = mx::concatenate({*gen_.next_tokens, *g.next_tokens});
   for (auto& lp : g.next_logprobs) gen_.next_logprobs.push_back(std::move(lp));
 }
-
-namespace {
-
-// A step's token ids on the host: `t` (an earlier step's sampled tokens, computed or queued)
-// waited for and read as it is. An op made here (an astype) would be queued behind the forward
-// pass this step has just queued, and waiting for it would wait for that forward too: the host
-// would build the next step while the CPU stream idles.
-std::vector<int> host_ids(const mx::array& t) {
-  mx::eval(t);
-  if (t.flags().row_contiguous && t.dtype() == mx::uint32) return {t.data<uint32_t>(), t.data<uint32_t>() + t.size()};
-  if (t.flags().row_contiguous && t.dtype() == mx::int32) return {t.data<int32_t>(), t.data<int32_t>() + t.size()};
-  auto c = mx::astype(t, mx::int32);
-  mx::eval(c);
-  return {c.data<int32_t>(), c.data<int32_t>() + c.size()};
-}
-
-}  // namespace
 
 std::pair<std::vector<int>, std::vector<mx::array>> BatchGenerator::step(GenBatch& g) {
   const auto current = *g.next_tokens;

@@ -83,6 +83,10 @@ struct BatchToken {
 class BatchGenerator {
  public:
   BatchGenerator(const Model& model, BatchOptions opts);
+  // Waits for the steps still queued (they write arrays this object holds).
+  ~BatchGenerator();
+  BatchGenerator(const BatchGenerator&) = delete;
+  BatchGenerator& operator=(const BatchGenerator&) = delete;
 
   // Queues a row (it joins at the next step). Throws RequestError for an empty prompt, ids
   // outside the vocabulary or max_tokens == 0.

@@ -6,10 +6,12 @@
 #include <mlx/memory.h>
 #include <mlx/ops.h>
 #include <mlx/transforms.h>
+#include <spdlog/spdlog.h>
 
 #include "cache/arrays_cache.h"
 #include "cache/rotating_kv_cache.h"
 #include "core/errors.h"
+#include "generate/host_ids.h"
 #include "generate/token_mask.h"
 #include "kernels/ops.h"
 
@@ -54,6 +56,14 @@ Generator::Generator(const Model& model, std::vector<int> prompt, Sampler sample
         caches_.push_back(std::make_unique<RotatingKVCache>(*opts_.max_kv_size, 4));
       }
     }
+  }
+}
+
+Generator::~Generator() {
+  try {
+    mx::synchronize();
+  } catch (const std::exception& e) {
+    spdlog::error("[generate] waiting for the queued step: {}", e.what());
   }
 }
 
@@ -127,7 +137,7 @@ std::optional<GeneratedToken> Generator::next() {
   auto [next_y, next_lp] = step(*y_);
   mx::async_eval({next_y, next_lp});
   if (n_ == 0) mx::eval({*y_});
-  GeneratedToken out{mx::astype(mx::reshape(*y_, {-1}), mx::int32).item<int>(), *logprobs_};
+  GeneratedToken out{host_ids(*y_).at(0), *logprobs_};
   if (n_ % 256 == 0) mx::clear_cache();
   ++n_;
   y_ = next_y;
@@ -149,7 +159,7 @@ std::optional<GeneratedToken> Generator::next_constrained() {
   }
   auto logits = forward(*y_);
   mx::async_eval({logits});
-  GeneratedToken out{mx::astype(mx::reshape(*y_, {-1}), mx::int32).item<int>(), *logprobs_};
+  GeneratedToken out{host_ids(*y_).at(0), *logprobs_};
   auto advance = [this](int id) {
     if (!matcher_->consume(id)) {
       throw Error("[generate] the grammar rejected token " + std::to_string(id) + ": " +

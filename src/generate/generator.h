@@ -51,6 +51,11 @@ class Generator {
   // `caches` may be empty: the model's own make_cache() is used.
   Generator(const Model& model, std::vector<int> prompt, Sampler sampler,
             std::vector<LogitsProcessor> processors, GenerateOptions opts, LayerCaches caches = {});
+  // Waits for the step still queued (pipelining: it writes arrays this object holds, and MLX keeps
+  // a queued op's inputs alive, not its outputs).
+  ~Generator();
+  Generator(const Generator&) = delete;
+  Generator& operator=(const Generator&) = delete;
 
   // The next token, or nullopt after max_tokens. The first call runs the prefill.
   std::optional<GeneratedToken> next();

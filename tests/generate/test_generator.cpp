@@ -7,6 +7,7 @@
 
 #include "generate/stream_generate.h"
 #include "golden_model.h"
+#include "slow_op.h"
 #include "test_support.h"
 
 namespace mx = mlx::core;
@@ -91,6 +92,23 @@ TEST_P(GeneratorParity, StreamGenerateStopsAtEosAndMaxTokens) {
   auto first = std::find(expect.begin(), expect.end(), expect[5]) - expect.begin();
   EXPECT_EQ(got, std::vector<int>(expect.begin(), expect.begin() + first));
   EXPECT_EQ(stats.finish_reason, "stop");
+}
+
+// Destroyed after a next() (which queues the step after it: mlx-lm's pipelining), a Generator
+// waits for that step (see BatchGenerator.DestructionWaitsForTheQueuedStep).
+TEST(Generator, DestructionWaitsForTheQueuedStep) {
+  auto loaded = load_model(tiny_model_dir("llama-bf16"), ModelOptions::parity_mode());
+  SlowOp slow;
+  {
+    GenerateOptions go;
+    go.max_tokens = 8;
+    Generator gen(*loaded.model, {5, 6, 7}, make_sampler({}), {slow.processor()}, go);
+    ASSERT_TRUE(gen.next());
+    slow.armed->store(true);
+    ASSERT_TRUE(gen.next());  // queues the next step, the slow op in it
+    ASSERT_FALSE(slow.done->load());
+  }
+  EXPECT_TRUE(slow.done->load());
 }
 
 TEST(Generator, RejectsBadPrompts) {
