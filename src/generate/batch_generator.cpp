@@ -267,11 +267,14 @@ std::pair<std::vector<int>, std::vector<mx::array>> BatchGenerator::step(GenBatc
     auto& r = g.rows[e];
     if (!r.matcher) continue;
     if (r.matcher_started && !r.matcher->consume(fed[e])) {
-      throw Error("[batch] the grammar rejected token " + std::to_string(fed[e]) + ": " +
-                  r.matcher->error().value_or("no reason given"));
+      r.grammar_error = "[grammar] token " + std::to_string(fed[e]) + " rejected: " +
+                        r.matcher->error().value_or("no reason given");
     }
     r.matcher_started = true;
-    masks[e] = r.matcher->compute_mask();
+    masks[e] = r.matcher->compute_mask();  // only EOS in the error state
+    if (!r.grammar_error) {
+      if (auto why = r.matcher->error()) r.grammar_error = "[grammar] no mask: " + *why;
+    }
   }
   std::vector<mx::array> contexts;
   const bool any_processors =
@@ -342,9 +345,14 @@ std::vector<BatchToken> BatchGenerator::next() {
       auto& r = gen_.rows[i];
       ++r.generated;
       const bool length = r.max_tokens >= 0 && r.generated >= r.max_tokens;
-      out.push_back(BatchToken{r.id, tokens[i], logprobs[i], length});
-      if (length) finished_caches_.emplace_back(r.id, extract(gen_.cache, static_cast<int>(i)));
-      else keep.push_back(static_cast<int>(i));
+      out.push_back(BatchToken{r.id, tokens[i], logprobs[i], length, r.grammar_error});
+      if (r.grammar_error) {
+        spdlog::warn("[batch] row {}: {}", r.id, *r.grammar_error);
+      } else if (length) {
+        finished_caches_.emplace_back(r.id, extract(gen_.cache, static_cast<int>(i)));
+      } else {
+        keep.push_back(static_cast<int>(i));
+      }
     }
     if (keep.size() < gen_.rows.size()) {
       filter(gen_.cache, keep);

@@ -10,6 +10,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <mlx/array.h>
@@ -78,6 +79,9 @@ struct BatchToken {
   int token = 0;
   mlx::core::array logprobs;  // [vocab]
   bool length = false;        // the row reached max_tokens (it has left the batch)
+  // The row's grammar failed (a token it rejected, or no mask): the row has left the batch and
+  // `token` must not be shown; the rest of the batch goes on.
+  std::optional<std::string> error;
 };
 
 class BatchGenerator {
@@ -118,6 +122,7 @@ class BatchGenerator {
     std::optional<mlx::core::array> context;  // processors' history (prompt + inputs)
     std::optional<GrammarMatcher> matcher;    // BatchRow::grammar's, past the tokens fed so far
     bool matcher_started = false;             // the first step feeds the last prompt token
+    std::optional<std::string> grammar_error;  // why the matcher failed (the row leaves at this step)
     int max_tokens = 0;
     int generated = 0;
   };

@@ -252,6 +252,10 @@ void Engine::handle(const BatchToken& t) {
   Active& a = *active_.at(row.job);
   const Request& req = a.job.req;
   if (*a.job.cancelled) return;                // ended at the next step
+  if (t.error) {  // its grammar failed: this request ends with an error, its token unshown
+    fail_request(row.job, 500, *t.error);
+    return;
+  }
   auto now = Clock::now();
   if (row.generated.empty()) {
     if (row.choice == 0) {
@@ -349,6 +353,28 @@ void Engine::cancel_active(RequestId id) {
     finished_caches_.erase(r);
     finish_row(r, "cancelled", LayerCaches{});
   }
+}
+
+void Engine::fail_request(RequestId id, int status, const std::string& message) {
+  auto node = active_.extract(id);
+  Active& a = *node.mapped();
+  for (RowId r : a.rows) {
+    if (auto it = rows_.find(r); it != rows_.end()) {
+      gens_.at(it->second->kind)->remove({r});  // nothing for a row that already left
+      rows_.erase(it);
+      --active_rows_;
+    }
+    finished_caches_.erase(r);
+  }
+  reserved_bytes_ -= a.reserved;
+  {
+    std::lock_guard lock(mu_);
+    running_.erase(id);
+  }
+  ++metrics_.requests_failed;
+  metrics_.running = active_rows_;
+  spdlog::error("request {} failed: {}", id, message);
+  a.job.sink(Failure{status, message});
 }
 
 void Engine::fail_all(const std::exception& e) {

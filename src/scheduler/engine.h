@@ -97,6 +97,8 @@ class Engine {
   void finish_row(RowId id, const std::string& reason, std::optional<LayerCaches> caches);
   void finish_job(RequestId id);
   void cancel_active(RequestId id);
+  // Ends one request with a Failure (its other choices leave their batches); the rest run on.
+  void fail_request(RequestId id, int status, const std::string& message);
   void fail_all(const std::exception& e);
   void run_embedding(EmbedJob job);
   // A request's KV-cache kind: 0 float, else bits * 1000 + group (also its prompt-cache kind),

@@ -228,4 +228,55 @@ TEST_F(ConstrainedGenerator, BatchRowsWithGrammars) {
 }
 
 }  // namespace
+// A row whose grammar fails (here its sampler ignores the mask and picks a letter under a digits
+// grammar: the matcher rejects it) leaves the batch with the error on that token, which is never
+// shown; the rows beside it run on as if it had not been there.
+TEST_F(ConstrainedGenerator, FailingGrammarRowLeavesWithItsError) {
+  auto loaded = load_model(test::tiny_model_dir("llama-bf16"), ModelOptions::parity_mode());
+  const int eos = tok_->eos_token_ids().at(0);
+  TokenEnv env(*tok_, {eos});
+  auto digits = std::make_shared<const Grammar>(env.compile({GrammarKind::kRegex, "[0-9]{1,6}", -1}));
+  const int letter = tok_->encode("x", false).at(0);
+  ASSERT_LT(letter, loaded.model->vocab_size());
+  auto digits_row = [&] {
+    BatchRow row;
+    row.prompt = {5, 6, 7};
+    row.grammar = digits;
+    row.max_tokens = 20;
+    return row;
+  };
+  auto run = [&](bool with_rogue) {
+    BatchGenerator gen(*loaded.model, {});
+    std::optional<RowId> rogue;
+    if (with_rogue) {
+      BatchRow row = digits_row();
+      row.sampler = [letter](const mx::array&) { return mx::array({static_cast<uint32_t>(letter)}, mx::uint32); };
+      rogue = gen.insert(std::move(row));
+    }
+    const RowId good = gen.insert(digits_row());
+    std::vector<int> good_tokens;
+    std::vector<BatchToken> rogue_tokens;
+    for (int guard = 0; !gen.idle() && guard < 100; ++guard) {
+      for (auto& t : gen.next()) {
+        if (rogue && t.row == *rogue) {
+          rogue_tokens.push_back(t);
+        } else if (t.row == good) {
+          if (t.token == eos) gen.remove({t.row});
+          else good_tokens.push_back(t.token);
+        }
+      }
+    }
+    EXPECT_TRUE(gen.idle());
+    return std::pair{good_tokens, rogue_tokens};
+  };
+  const auto [alone, none] = run(false);
+  EXPECT_TRUE(std::regex_match(tok_->decode(alone), std::regex("[0-9]{1,6}"))) << tok_->decode(alone);
+  const auto [beside, rogue] = run(true);
+  EXPECT_EQ(beside, alone);
+  ASSERT_EQ(rogue.size(), 1u);
+  EXPECT_EQ(rogue[0].token, letter);
+  ASSERT_TRUE(rogue[0].error.has_value());
+  EXPECT_NE(rogue[0].error->find("rejected"), std::string::npos) << *rogue[0].error;
+}
+
 }  // namespace mlxcpp
