@@ -1,8 +1,10 @@
 """Structured output through the OpenAI SDK: chat/completions response_format json_object and
 json_schema (strict), streamed and not, greedy and sampled (n=2, seeded); the content parses and
-follows the schema. A schema llguidance cannot compile is a 400 carrying its message."""
+follows the schema. A schema llguidance cannot compile is a 400 carrying its message; a grammar that
+fails mid-stream ends its own request with an error, not the batch's others."""
 import json
 import re
+import threading
 
 import openai
 import pytest
@@ -152,3 +154,37 @@ def test_anthropic_output_format(server):
         client.messages.create(model=server.model, max_tokens=20, messages=ASK,
                                extra_body={"output_format": {"type": "json_schema", "schema": {"type": "strnig"}}})
     assert "strnig" in str(e.value)
+
+
+# A Lark grammar so ambiguous that llguidance gives up after a few tokens (more than 2000 Earley
+# items in a row: "ParserTooComplex"). The request it constrains ends with an error (a 500, or an
+# error event in its stream) after only text the grammar allowed; a request beside it in the same
+# batch runs to its end.
+AMBIGUOUS = "start: s\ns: " + " | ".join(" ".join(["s"] * k) for k in range(2, 16)) + ' | "a" | "b"\n'
+A_PROMPT = "Repeat the letter a many times: aaaaaaaaaaaaaaaa"
+
+
+def test_grammar_failing_mid_stream_ends_only_its_request(client, server):
+    out = {}
+
+    def beside():
+        out["free"] = client.completions.create(model=server.model, prompt="Count: one, two,", max_tokens=300,
+                                                temperature=0, extra_body={"ignore_eos": True})
+
+    t = threading.Thread(target=beside)
+    t.start()
+    with pytest.raises(openai.InternalServerError) as e:
+        client.completions.create(model=server.model, prompt=A_PROMPT, max_tokens=100, temperature=0,
+                                  extra_body={"grammar": AMBIGUOUS})
+    assert "Parser" in str(e.value) or "grammar" in str(e.value), str(e.value)
+    t.join(timeout=120)
+    assert out["free"].usage.completion_tokens == 300
+    texts = []
+    with pytest.raises(openai.APIError) as e:
+        for chunk in client.completions.create(model=server.model, prompt=A_PROMPT, max_tokens=100,
+                                               temperature=0, stream=True, extra_body={"grammar": AMBIGUOUS}):
+            texts.append(chunk.choices[0].text if chunk.choices else "")
+    assert "grammar" in str(e.value) or "Parser" in str(e.value), str(e.value)
+    assert re.fullmatch(r"[ab]*", "".join(texts)), texts
+    r = client.completions.create(model=server.model, prompt="Count: one, two,", max_tokens=5, temperature=0)
+    assert r.choices[0].text
