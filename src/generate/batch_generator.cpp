@@ -267,7 +267,7 @@ std::pair<std::vector<int>, std::vector<mx::array>> BatchGenerator::step(GenBatc
     auto& r = g.rows[e];
     if (!r.matcher) continue;
     if (r.matcher_started && !r.matcher->consume(fed[e])) {
-      r.grammar_error = "[grammar] token " + std::to_string(fed[e]) + " rejected: " +
+      r.grammar_error = "[grammar] failed at token " + std::to_string(fed[e]) + ": " +
                         r.matcher->error().value_or("no reason given");
     }
     r.matcher_started = true;

@@ -252,8 +252,8 @@ void Engine::handle(const BatchToken& t) {
   Active& a = *active_.at(row.job);
   const Request& req = a.job.req;
   if (*a.job.cancelled) return;                // ended at the next step
-  if (t.error) {  // its grammar failed: this request ends with an error, its token unshown
-    fail_request(row.job, 500, *t.error);
+  if (t.error) {  // its grammar failed (llguidance gave up on it): a 400, its token unshown
+    fail_request(row.job, 400, *t.error);
     return;
   }
   auto now = Clock::now();
