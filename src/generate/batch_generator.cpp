@@ -266,7 +266,7 @@ std::pair<std::vector<int>, std::vector<mx::array>> BatchGenerator::step(GenBatc
   for (int e = 0; any_grammar && e < B; ++e) {
     auto& r = g.rows[e];
     if (!r.matcher) continue;
-    if (r.matcher_started && !r.matcher->consume(fed[e])) {
+    if (r.matcher_started && !r.matcher->consume(fed[e]) && !r.grammar_error) {
       r.grammar_error = "[grammar] failed at token " + std::to_string(fed[e]) + ": " +
                         r.matcher->error().value_or("no reason given");
     }

@@ -79,15 +79,16 @@ struct BatchToken {
   int token = 0;
   mlx::core::array logprobs;  // [vocab]
   bool length = false;        // the row reached max_tokens (it has left the batch)
-  // The row's grammar failed (a token it rejected, or no mask): the row has left the batch and
-  // `token` must not be shown; the rest of the batch goes on.
+  // The row's grammar failed (llguidance failed at the fed token, or on its mask): the row has
+  // left the batch and `token` must not be shown; the rest of the batch goes on.
   std::optional<std::string> error;
 };
 
 class BatchGenerator {
  public:
   BatchGenerator(const Model& model, BatchOptions opts);
-  // Waits for the steps still queued (they write arrays this object holds).
+  // Waits for the step still queued: work left running past its owner raced the static
+  // destructors at exit (a corrupted heap, DestructionWaitsForTheQueuedStep).
   ~BatchGenerator();
   BatchGenerator(const BatchGenerator&) = delete;
   BatchGenerator& operator=(const BatchGenerator&) = delete;

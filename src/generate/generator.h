@@ -51,8 +51,8 @@ class Generator {
   // `caches` may be empty: the model's own make_cache() is used.
   Generator(const Model& model, std::vector<int> prompt, Sampler sampler,
             std::vector<LogitsProcessor> processors, GenerateOptions opts, LayerCaches caches = {});
-  // Waits for the step still queued (pipelining: it writes arrays this object holds, and MLX keeps
-  // a queued op's inputs alive, not its outputs).
+  // Waits for the step still queued (pipelining): work left running past its owner raced the
+  // static destructors at exit (a corrupted heap, BatchGenerator.DestructionWaitsForTheQueuedStep).
   ~Generator();
   Generator(const Generator&) = delete;
   Generator& operator=(const Generator&) = delete;
