@@ -48,6 +48,11 @@ def test_json_schema_greedy(client, server):
                                        response_format=schema_format(PERSON))
     assert r.choices[0].finish_reason == "stop"
     check_person(r.choices[0].message.content)
+    # Streamed, the same request gives the same text.
+    streamed = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
+        model=server.model, messages=ASK, max_tokens=200, temperature=0, stream=True,
+        response_format=schema_format(PERSON)) if c.choices)
+    assert streamed == r.choices[0].message.content
 
 
 def test_json_schema_sampled_choices(client, server):
