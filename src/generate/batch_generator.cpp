@@ -346,13 +346,9 @@ std::vector<BatchToken> BatchGenerator::next() {
       ++r.generated;
       const bool length = r.max_tokens >= 0 && r.generated >= r.max_tokens;
       out.push_back(BatchToken{r.id, tokens[i], logprobs[i], length, r.grammar_error});
-      if (r.grammar_error) {
-        spdlog::warn("[batch] row {}: {}", r.id, *r.grammar_error);
-      } else if (length) {
-        finished_caches_.emplace_back(r.id, extract(gen_.cache, static_cast<int>(i)));
-      } else {
-        keep.push_back(static_cast<int>(i));
-      }
+      if (r.grammar_error) continue;  // leaves, its cache with it
+      if (length) finished_caches_.emplace_back(r.id, extract(gen_.cache, static_cast<int>(i)));
+      else keep.push_back(static_cast<int>(i));
     }
     if (keep.size() < gen_.rows.size()) {
       filter(gen_.cache, keep);

@@ -196,10 +196,8 @@ void Engine::start(Job job) {
     a->job.sink(a->usage);
     return;
   }
-  int kind = 0;
   try {
-    auto [k, quantization] = kv_kind(req);
-    kind = k;
+    auto [kind, quantization] = kv_kind(req);
     BatchGenerator& gen = generator(kind, quantization);
     for (int c = 0; c < req.n; ++c) {
       auto hit = cache_.fetch(req.prompt, kind);
@@ -229,16 +227,9 @@ void Engine::start(Job job) {
     }
   } catch (const std::exception& e) {
     // A bad row (ids outside the vocabulary, sampler values): nothing of this request runs.
-    for (RowId r : a->rows) rows_.erase(r);
-    active_rows_ -= static_cast<int>(a->rows.size());
-    metrics_.running = active_rows_;
-    if (auto g = gens_.find(kind); g != gens_.end()) g->second->remove(a->rows);
-    {
-      std::lock_guard lock(mu_);
-      running_.erase(id);
-    }
-    ++metrics_.requests_failed;
-    a->job.sink(Failure{error_status(e), e.what()});
+    reserved_bytes_ += a->reserved;
+    active_[id] = std::move(a);
+    fail_request(id, error_status(e), e.what());
     return;
   }
   reserved_bytes_ += a->reserved;
@@ -373,7 +364,7 @@ void Engine::fail_request(RequestId id, int status, const std::string& message) 
   }
   ++metrics_.requests_failed;
   metrics_.running = active_rows_;
-  spdlog::error("request {} failed: {}", id, message);
+  spdlog::warn("request {} failed: {}", id, message);
   a.job.sink(Failure{status, message});
 }
 
