@@ -191,5 +191,9 @@ def test_grammar_failing_mid_stream_ends_only_its_request(client, server):
             texts.append(chunk.choices[0].text if chunk.choices else "")
     assert "[grammar]" in str(e.value), str(e.value)
     assert re.fullmatch(r"[ab]*", "".join(texts)), texts
+    # Both choices of an n=2 request fail: one error, and the server goes on.
+    with pytest.raises(openai.BadRequestError):
+        client.completions.create(model=server.model, prompt=A_PROMPT, max_tokens=100, temperature=0.5, seed=4,
+                                  n=2, extra_body={"grammar": AMBIGUOUS})
     r = client.completions.create(model=server.model, prompt="Count: one, two,", max_tokens=5, temperature=0)
     assert r.choices[0].text
