@@ -86,6 +86,7 @@ class Generator {
   std::optional<GrammarMatcher> matcher_;  // with opts_.grammar
   std::deque<GeneratedToken> forced_;      // fast-forwarded tokens not yet returned
   std::vector<double> mask_seconds_;
+  std::vector<uint32_t> mask_words_;  // the grammar's mask, reused step to step
   double matcher_seconds_ = 0;
   int n_ = 0;
   bool started_ = false;
