@@ -266,15 +266,11 @@ std::pair<std::vector<int>, std::vector<mx::array>> BatchGenerator::step(GenBatc
   for (int e = 0; any_grammar && e < B; ++e) {
     auto& r = g.rows[e];
     if (!r.matcher) continue;
-    if (r.matcher_started && !r.matcher->consume(fed[e]) && !r.grammar_error) {
-      r.grammar_error = "[grammar] failed at token " + std::to_string(fed[e]) + ": " +
-                        r.matcher->error().value_or("no reason given");
-    }
+    const bool consumed = !r.matcher_started || r.matcher->consume(fed[e]);
     r.matcher_started = true;
-    masks[e] = r.matcher->compute_mask();  // only EOS in the error state
-    if (!r.grammar_error) {
-      if (auto why = r.matcher->error()) r.grammar_error = "[grammar] no mask: " + *why;
-    }
+    masks[e].emplace(r.matcher->mask_words());
+    const bool masked = r.matcher->compute_mask(masks[e]->data());  // only EOS when it fails
+    if (!(consumed && masked) && !r.grammar_error) r.grammar_error = grammar_failure(*r.matcher, fed[e]);
   }
   std::vector<mx::array> contexts;
   const bool any_processors =

@@ -164,8 +164,7 @@ std::optional<GeneratedToken> Generator::next_constrained() {
   GeneratedToken out{host_ids(*y_).at(0), *logprobs_};
   auto advance = [this](int id) {
     if (!matcher_->consume(id)) {
-      throw RequestError("[grammar] failed at token " + std::to_string(id) + ": " +
-                  matcher_->error().value_or("no reason given"));
+      throw RequestError(grammar_failure(*matcher_, id));
     }
   };
   advance(out.id);

@@ -54,6 +54,10 @@ GrammarMatcher grammar_matcher(const Grammar& grammar, int vocab, const char* op
   return grammar.matcher();
 }
 
+std::string grammar_failure(const GrammarMatcher& m, int32_t token) {
+  return "[grammar] failed at token " + std::to_string(token) + ": " + m.error().value_or("no reason given");
+}
+
 mx::array apply_token_mask(const mx::array& logits, const std::vector<uint32_t>& words, const kernels::FastPath& fast) {
   if (fast && logits.ndim() == 2) return apply_token_masks(logits, std::vector(logits.shape(0), &words), fast);
   const int vocab = logits.shape(-1);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <mlx/array.h>
@@ -20,6 +21,9 @@ mlx::core::array apply_token_mask(const mlx::core::array& logits, const std::vec
 // A matcher of `grammar` for a model whose logits are `vocab` wide; RequestError (op-tagged) when
 // the grammar's token environment is narrower.
 GrammarMatcher grammar_matcher(const Grammar& grammar, int vocab, const char* op);
+// What the request reads when its grammar failed at `token` (llguidance rejected it, or gave up
+// on the mask after it): "[grammar] failed at token N: <the matcher's error>".
+std::string grammar_failure(const GrammarMatcher& m, int32_t token);
 // logits [B, V] with row b masked by masks[b] (null: row b is free): one op for the batch (our
 // TokenMaskPrimitive on the fast path, reading the packed words; stock ops in parity mode; the
 // same values either way).

@@ -69,11 +69,12 @@ void GrammarMatcher::rollback(size_t n_tokens) {
   if (!st.ok()) throw RequestError("[grammar] rollback of " + std::to_string(n_tokens) + " tokens: " + st.message());
 }
 
-void GrammarMatcher::compute_mask(uint32_t* words) {
+bool GrammarMatcher::compute_mask(uint32_t* words) {
   bridge::Status st;
   st.rc = mlxcpp_matcher_compute_mask(m_.get(), words, mask_words_, &st.err);
   // The bridge left only EOS allowed: the sequence ends short of the grammar rather than unconstrained.
   if (!st.ok()) spdlog::warn("[grammar] no mask ({}); only EOS is allowed", st.message());
+  return st.ok();
 }
 
 std::vector<uint32_t> GrammarMatcher::compute_mask() {

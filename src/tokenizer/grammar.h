@@ -87,8 +87,8 @@ class GrammarMatcher {
   void rollback(size_t n_tokens);
   // Allowed next tokens, bit (i % 32) of words[i / 32] for token i (mask_words() words); EOS is
   // allowed exactly where the grammar accepts. In the error state (a forbidden token, or
-  // llguidance failing, e.g. out of lexer fuel: logged) only EOS is.
-  void compute_mask(uint32_t* words);
+  // llguidance failing, e.g. out of lexer fuel: logged) only EOS is, and the call returns false.
+  bool compute_mask(uint32_t* words);
   std::vector<uint32_t> compute_mask();
   size_t mask_words() const { return mask_words_; }
   bool is_accepting();
