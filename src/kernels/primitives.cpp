@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <limits>
 
-#include <algorithm>
-
 #include "core/errors.h"
 #include "kernels/array_access.h"
 #include "kernels/block_kernels.h"

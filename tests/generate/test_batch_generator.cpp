@@ -12,8 +12,8 @@
 #include "generate/batch_generator.h"
 #include "generate/generator.h"
 #include "golden_model.h"
-#include "slow_op.h"
 #include "models/model.h"
+#include "slow_op.h"
 #include "test_support.h"
 
 namespace mx = mlx::core;
